@@ -1,0 +1,1 @@
+"""Where Ray jobs run: a local Ray cluster (embedded default) or KubeRay."""

@@ -1,0 +1,79 @@
+"""The provisioning interface every backend implements: provision → submit → logs → teardown.
+
+A backend opens a *session* for one cluster request. Leaving the session (normally, on an
+exception, or on cancellation) tears down everything the session created. Inside it, Ray jobs
+are submitted, watched and their driver logs followed line by line.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import enum
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from ads_ranking_pipelines.config.cluster import ClusterRequest
+
+
+class JobState(str, enum.Enum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    STOPPED = "STOPPED"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.STOPPED)
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    state: JobState
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One Ray job. ``env_vars`` may carry secrets (Pipes bootstrap): never log them."""
+
+    submission_id: str
+    entrypoint: str
+    env_vars: dict[str, str] = field(default_factory=dict, repr=False)
+    working_dir: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    entrypoint_num_cpus: float = 0.0
+
+
+class BackendError(RuntimeError):
+    """A backend failed (cluster did not start, job could not be submitted…)."""
+
+
+class ClusterSession(abc.ABC):
+    """A Ray cluster (or the means to create one per job) bound to one caller."""
+
+    name: str
+    dashboard_url: str | None = None
+
+    @abc.abstractmethod
+    def submit(self, job: JobSpec) -> str:
+        """Submit a job; returns its id."""
+
+    @abc.abstractmethod
+    def status(self, job_id: str) -> JobStatus: ...
+
+    @abc.abstractmethod
+    def logs(self, job_id: str, follow: bool = True) -> Iterator[str]:
+        """Driver log lines; with ``follow`` keeps yielding until the job is terminal."""
+
+    @abc.abstractmethod
+    def stop(self, job_id: str) -> None: ...
+
+
+class RayBackend(abc.ABC):
+    name: str
+
+    @abc.abstractmethod
+    def session(self, request: ClusterRequest) -> contextlib.AbstractContextManager[ClusterSession]:
+        """Provision for ``request``; tear down whatever was created when the block exits."""

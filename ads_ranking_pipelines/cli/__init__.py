@@ -1,0 +1,1 @@
+"""The ``ads-ranking`` command line."""

@@ -1,0 +1,1 @@
+"""Pure configuration models (pydantic). Imports nothing from the rest of the package."""

@@ -1,0 +1,53 @@
+"""A request for one Ray cluster: the handful of parameters the shared template takes.
+
+Catalog-aware validation (does the request fit a node of its pool?) lives in
+``config.validation``; this model only checks what it can on its own.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+RFC1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
+
+
+class ClusterRequest(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(..., max_length=47, description="RFC 1123 label; KubeRay appends suffixes.")
+    owner: str = Field("unknown", max_length=63)
+    team: str = Field("ads-ranking", max_length=63)
+    gpu_pool: str = "local"
+    workers: int = Field(2, ge=0, le=256)
+    gpus_per_worker: int = Field(0, ge=0, le=16)
+    cpus_per_worker: float = Field(1.0, gt=0, le=256)
+    memory_per_worker: str = Field("4Gi", description="Kubernetes quantity, e.g. 64Gi.")
+    head_cpus: float = Field(1.0, gt=0, le=64)
+    head_memory: str = "4Gi"
+    image: str = "rayproject/ray:2.60.0-py311-cpu"
+    namespace: str = "ads-ranking"
+    service_account: str = "ray-workloads"
+    ray_version: str = "2.60.0"
+    ttl_seconds_after_finished: int = Field(600, ge=0, le=7 * 24 * 3600)
+    active_deadline_seconds: int = Field(6 * 3600, ge=60, le=7 * 24 * 3600)
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("name", "namespace", "service_account")
+    @classmethod
+    def _rfc1123(cls, v: str) -> str:
+        if not RFC1123_LABEL.match(v):
+            raise ValueError(
+                f"{v!r} is not an RFC 1123 label (lowercase letters, digits and '-', "
+                "starting and ending with a letter or digit)"
+            )
+        return v
+
+    @field_validator("memory_per_worker", "head_memory")
+    @classmethod
+    def _quantity(cls, v: str) -> str:
+        if not QUANTITY.match(v):
+            raise ValueError(f"{v!r} is not a Kubernetes memory quantity such as 512Mi, 16Gi or 1Ti")
+        return v

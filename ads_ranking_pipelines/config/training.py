@@ -1,0 +1,55 @@
+"""Training parameters: the part of a run's config that reaches the Ray workers."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+MODEL_NAME_PATTERN = r"^[a-z0-9]([a-z0-9_-]{0,61}[a-z0-9])?$"
+
+
+class TrainingParams(BaseModel):
+    """Hyper-parameters and resources of one training run.
+
+    Frozen and JSON-serializable: the Dagster run config is turned into one of these before
+    anything starts, and the Ray job receives it as JSON.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model_name: str = Field("quest_ranker", pattern=MODEL_NAME_PATTERN,
+                            description="Model family; versions are stored under this name.")
+    dataset_window_days: int = Field(3, ge=1, le=90,
+                                     description="Days of events before the partition day to train on.")
+    gpu_pool: str = Field("local", min_length=1, description="Pool name from the GPU pool catalog.")
+    num_workers: int = Field(2, ge=1, le=256, description="Ray Train workers (embedding shards).")
+    gpus_per_worker: int = Field(0, ge=0, le=8, description="GPUs per worker; 0 trains on CPU with gloo.")
+    cpus_per_worker: float = Field(1.0, gt=0, le=128, description="CPUs reserved per training worker.")
+    epochs: int = Field(2, ge=1, le=100)
+    batch_size: int = Field(1024, ge=16, le=262144, description="Per-worker batch size.")
+    learning_rate: float = Field(0.01, gt=0, le=1.0)
+    embedding_dim: int = Field(16, ge=4, le=512, description="Embedding width; a multiple of 4.")
+    hash_buckets: int = Field(100_000, ge=16, le=50_000_000,
+                              description="Upper bound on rows of each embedding table.")
+    dense_arch: tuple[int, ...] = Field((64, 32), min_length=1, description="Bottom MLP widths.")
+    over_arch: tuple[int, ...] = Field((64, 32), min_length=1, description="Top MLP widths (a 1-unit head is appended).")
+    seed: int = Field(0, ge=0, le=2**31 - 1)
+    max_failures: int = Field(2, ge=0, le=20, description="Worker failures Ray Train recovers from, per run.")
+
+    @field_validator("embedding_dim")
+    @classmethod
+    def _multiple_of_four(cls, v: int) -> int:
+        if v % 4:
+            raise ValueError(f"embedding_dim must be a multiple of 4 (fbgemm kernels), got {v}")
+        return v
+
+    @field_validator("dense_arch", "over_arch")
+    @classmethod
+    def _positive_widths(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        bad = [w for w in v if w < 1 or w > 16384]
+        if bad:
+            raise ValueError(f"layer widths must be between 1 and 16384, got {list(v)}")
+        return v
+
+    @property
+    def uses_gpu(self) -> bool:
+        return self.gpus_per_worker > 0

@@ -1,0 +1,1 @@
+"""Dagster definitions: assets, checks, resources, schedules."""

@@ -1,0 +1,1 @@
+"""Impression events: the synthetic generator and the event-parquet layout."""

@@ -1,0 +1,1 @@
+"""Pure KubeRay manifest builders and a thin Kubernetes client."""

@@ -1,0 +1,1 @@
+"""Ray job entrypoints: thin drivers that open Dagster Pipes and call ``training``."""

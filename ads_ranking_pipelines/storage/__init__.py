@@ -1,0 +1,1 @@
+"""Storage under one root URI: events, model versions, scores. Pure pyarrow.fs, no Dagster."""

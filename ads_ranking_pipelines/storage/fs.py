@@ -1,0 +1,77 @@
+"""URI helpers over pyarrow.fs so local paths, file://, s3:// and gs:// roots all work."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import pyarrow.fs as pafs
+
+
+def normalize(uri: str) -> str:
+    """Absolute local path for scheme-less URIs; other URIs unchanged (no trailing slash)."""
+    if "://" in uri:
+        return uri.rstrip("/")
+    return os.path.abspath(os.path.expanduser(uri))
+
+
+def join(uri: str, *parts: str) -> str:
+    return "/".join([uri.rstrip("/"), *[p.strip("/") for p in parts]])
+
+
+def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    return pafs.FileSystem.from_uri(normalize(uri))
+
+
+def exists(uri: str) -> bool:
+    fs, path = filesystem(uri)
+    return fs.get_file_info(path).type != pafs.FileType.NotFound
+
+
+def is_dir(uri: str) -> bool:
+    fs, path = filesystem(uri)
+    return fs.get_file_info(path).type == pafs.FileType.Directory
+
+
+def makedirs(uri: str) -> None:
+    fs, path = filesystem(uri)
+    fs.create_dir(path, recursive=True)
+
+
+def list_dir(uri: str) -> list[str]:
+    """Base names of the entries directly under ``uri`` (empty if it does not exist)."""
+    fs, path = filesystem(uri)
+    if fs.get_file_info(path).type != pafs.FileType.Directory:
+        return []
+    infos = fs.get_file_info(pafs.FileSelector(path, recursive=False))
+    return sorted(i.base_name for i in infos)
+
+
+def write_bytes(uri: str, data: bytes) -> None:
+    fs, path = filesystem(uri)
+    parent = path.rsplit("/", 1)[0]
+    if parent:
+        fs.create_dir(parent, recursive=True)
+    with fs.open_output_stream(path) as f:
+        f.write(data)
+
+
+def read_bytes(uri: str) -> bytes:
+    fs, path = filesystem(uri)
+    with fs.open_input_stream(path) as f:
+        return f.read()
+
+
+def write_json(uri: str, obj: Any) -> None:
+    write_bytes(uri, json.dumps(obj, indent=2, sort_keys=True, default=str).encode())
+
+
+def read_json(uri: str) -> Any:
+    return json.loads(read_bytes(uri))
+
+
+def delete_dir(uri: str) -> None:
+    fs, path = filesystem(uri)
+    if fs.get_file_info(path).type == pafs.FileType.Directory:
+        fs.delete_dir(path)

@@ -1,0 +1,1 @@
+"""Code that runs inside Ray workers. Imports neither Dagster nor the backends."""

@@ -1,0 +1,1 @@
+"""X-Ray: a web UI listing running clusters."""
