@@ -1,0 +1,45 @@
+"""What a Ray job receives: a serialized, self-contained description of its work."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from pydantic import BaseModel, ConfigDict
+
+from ads_ranking_pipelines.config.source import SourceConfig
+from ads_ranking_pipelines.config.training import TrainingParams
+
+
+class TrainJobSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    params: TrainingParams
+    source: SourceConfig            # with ``uri`` resolved
+    train_days: tuple[dt.date, ...]
+    model_version: str
+    model_uri: str                  # where the finished version is written
+    ray_storage_uri: str            # Ray Train checkpoints
+    run_name: str
+
+
+class EvalJobSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    params: TrainingParams
+    source: SourceConfig
+    train_days: tuple[dt.date, ...]     # for the XGBoost baseline
+    eval_day: dt.date
+    model_uri: str
+    champion_uri: str | None = None     # current champion to compare against, if any
+
+
+class InferenceJobSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: SourceConfig
+    day: dt.date
+    model_uri: str
+    model_version: str
+    output_uri: str
+    hash_buckets: int
+    id_columns: tuple[str, ...] = ()
