@@ -1,0 +1,112 @@
+"""Binary click-prediction metrics, numpy only (runs inside Ray workers without scikit-learn).
+
+``auc`` equals scikit-learn's ``roc_auc_score`` (ties get half credit), ``logloss`` equals
+``log_loss`` on probabilities clipped to ``[eps, 1 - eps]``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+EPS = 1e-7
+
+
+class MetricError(ValueError):
+    """The inputs cannot give the requested metric (e.g. labels of one class only for AUC)."""
+
+
+def _labels(labels: np.ndarray) -> np.ndarray:
+    y = np.asarray(labels)
+    if y.ndim != 1:
+        y = y.reshape(-1)
+    if y.size == 0:
+        raise MetricError("no rows: labels are empty")
+    y = y.astype(np.float64)
+    bad = ~np.isin(y, (0.0, 1.0))
+    if bad.any():
+        raise MetricError(
+            f"labels must be 0 or 1; found {int(bad.sum())} other values, e.g. {y[bad][:3].tolist()}"
+        )
+    return y
+
+
+def _inputs(labels: np.ndarray, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    y = _labels(labels)
+    p = np.asarray(probs, dtype=np.float64).reshape(-1)
+    if p.shape != y.shape:
+        raise MetricError(f"labels and probs differ in length: {y.size} labels, {p.size} probs")
+    bad = ~np.isfinite(p) | (p < 0.0) | (p > 1.0)
+    if bad.any():
+        raise MetricError(
+            f"probs must be finite and within [0, 1]; found {int(bad.sum())} others, "
+            f"e.g. {p[bad][:3].tolist()}"
+        )
+    return y, p
+
+
+def _one_class_message(y: np.ndarray, what: str) -> str:
+    pos = int(y.sum())
+    return (f"{what} is undefined when all labels are one class: {pos} positives and "
+            f"{y.size - pos} negatives in {y.size} rows; it needs at least one of each")
+
+
+def auc(labels: np.ndarray, probs: np.ndarray) -> float:
+    """ROC AUC (Mann-Whitney U with average ranks for ties)."""
+    y, p = _inputs(labels, probs)
+    pos = y.sum()
+    neg = y.size - pos
+    if pos == 0 or neg == 0:
+        raise MetricError(_one_class_message(y, "AUC"))
+    order = np.argsort(p, kind="mergesort")
+    sp = p[order]
+    # average 1-based rank of each run of tied scores
+    starts = np.flatnonzero(np.r_[True, sp[1:] != sp[:-1]])
+    ends = np.r_[starts[1:], sp.size]
+    avg_rank = (starts + 1 + ends) / 2.0
+    ranks = np.repeat(avg_rank, ends - starts)
+    rank_sum_pos = float(ranks[y[order] == 1.0].sum())
+    return float((rank_sum_pos - pos * (pos + 1) / 2.0) / (pos * neg))
+
+
+def logloss(labels: np.ndarray, probs: np.ndarray, eps: float = EPS) -> float:
+    """Mean binary cross-entropy, probabilities clipped to ``[eps, 1 - eps]``."""
+    y, p = _inputs(labels, probs)
+    p = np.clip(p, eps, 1.0 - eps)
+    return float(-np.mean(y * np.log(p) + (1.0 - y) * np.log1p(-p)))
+
+
+def _entropy(rate: float) -> float:
+    return float(-(rate * np.log(rate) + (1.0 - rate) * np.log1p(-rate)))
+
+
+def normalized_entropy(labels: np.ndarray, probs: np.ndarray, eps: float = EPS) -> float:
+    """Logloss divided by the entropy of the observed base rate (< 1 beats predicting the CTR)."""
+    y = _labels(labels)
+    ctr = float(y.mean())
+    if ctr in (0.0, 1.0):
+        raise MetricError(_one_class_message(y, "normalized entropy"))
+    return logloss(y, probs, eps) / _entropy(ctr)
+
+
+def calibration(labels: np.ndarray, probs: np.ndarray) -> float:
+    """Mean prediction / observed CTR (1.0 is calibrated on average)."""
+    y, p = _inputs(labels, probs)
+    ctr = float(y.mean())
+    if ctr == 0.0:
+        raise MetricError(f"calibration is undefined with no positive labels ({y.size} rows, all 0)")
+    return float(p.mean()) / ctr
+
+
+def evaluate(labels: np.ndarray, probs: np.ndarray, eps: float = EPS) -> dict[str, float]:
+    """``auc, logloss, normalized_entropy, calibration, rows, ctr`` (all floats)."""
+    y, p = _inputs(labels, probs)
+    if y.sum() in (0.0, float(y.size)):
+        raise MetricError(_one_class_message(y, "evaluation (AUC)"))
+    return {
+        "auc": auc(y, p),
+        "logloss": logloss(y, p, eps),
+        "normalized_entropy": normalized_entropy(y, p, eps),
+        "calibration": calibration(y, p),
+        "rows": float(y.size),
+        "ctr": float(y.mean()),
+    }
