@@ -1,0 +1,394 @@
+"""Event-parquet layout: ``<root>/event_date=YYYY-MM-DD/part-*.parquet`` plus a ``_SUCCESS`` marker.
+
+The one completeness rule, for every root (local, file://, s3://, gs://):
+
+    **a day exists if and only if its folder holds ``_SUCCESS``.**
+
+:func:`write_day` removes the marker first, writes the part (on a local disk under a hidden
+temporary name in the same folder, then renamed, so even a reader that ignores the marker
+never sees half a file), and writes the marker last. Readers (:func:`available_days`,
+:func:`read_days`, the checks) only look at days with the marker and only at
+``part-*.parquet`` files in them. External writers (Spark writes ``_SUCCESS`` by default)
+must follow the same rule.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import json
+import uuid
+from collections import Counter
+from typing import Iterable, Sequence
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from ads_ranking_pipelines.config.source import SourceConfig
+from ads_ranking_pipelines.storage.fs import filesystem, join, normalize
+from ads_ranking_pipelines.storage.layout import PARTITION_PREFIX, day_uri
+
+SUCCESS_MARKER = "_SUCCESS"
+PART_NAME = "part-00000.parquet"
+_PART_PREFIX = "part-"
+_PART_SUFFIX = ".parquet"
+
+
+class EventLayoutError(ValueError):
+    """Base of the errors about event partitions and their contents."""
+
+
+class MissingPartitionsError(EventLayoutError):
+    def __init__(self, message: str, missing: Sequence[dt.date], available: Sequence[dt.date],
+                 incomplete: Sequence[dt.date] = ()):
+        super().__init__(message)
+        self.missing = list(missing)
+        self.available = list(available)
+        self.incomplete = list(incomplete)
+
+
+class SchemaError(EventLayoutError):
+    def __init__(self, message: str, missing: Sequence[str] = (), non_numeric: Sequence[str] = (),
+                 available: Sequence[str] = ()):
+        super().__init__(message)
+        self.missing = list(missing)
+        self.non_numeric = list(non_numeric)
+        self.available = list(available)
+
+
+class LabelError(EventLayoutError):
+    def __init__(self, message: str, counts: dict | None = None):
+        super().__init__(message)
+        self.counts = dict(counts or {})
+
+
+# ---------------------------------------------------------------------------------------------
+# formatting helpers
+
+def format_days(days: Iterable[dt.date]) -> str:
+    """``2024-01-01..2024-01-03, 2024-01-07`` (consecutive runs collapsed)."""
+    ds = sorted(set(days))
+    if not ds:
+        return "none"
+    runs: list[tuple[dt.date, dt.date]] = []
+    for d in ds:
+        if runs and (d - runs[-1][1]).days == 1:
+            runs[-1] = (runs[-1][0], d)
+        else:
+            runs.append((d, d))
+    return ", ".join(a.isoformat() if a == b else f"{a.isoformat()}..{b.isoformat()}" for a, b in runs)
+
+
+def _root(source: SourceConfig) -> str:
+    if not source.uri:
+        raise EventLayoutError(
+            "source.uri is not set; for a synthetic source call source.with_root(<storage root>) "
+            "(events then live under <root>/events/synthetic), for parquet set source.uri"
+        )
+    return normalize(source.uri)
+
+
+def _parse_day(folder: str) -> dt.date | None:
+    if not folder.startswith(PARTITION_PREFIX):
+        return None
+    try:
+        return dt.date.fromisoformat(folder[len(PARTITION_PREFIX):])
+    except ValueError:
+        return None
+
+
+def _is_part(name: str) -> bool:
+    return name.startswith(_PART_PREFIX) and name.endswith(_PART_SUFFIX)
+
+
+# ---------------------------------------------------------------------------------------------
+# writing
+
+def write_day(table: pa.Table | pd.DataFrame, events_root: str, day: dt.date,
+              marker: dict | None = None) -> str:
+    """Write ``table`` as ``<events_root>/event_date=<day>/part-00000.parquet`` + ``_SUCCESS``.
+
+    Replaces the day if it exists (marker removed first, so it is never visible half
+    replaced). ``marker`` is extra JSON stored in ``_SUCCESS``. Returns the part's URI.
+    """
+    if isinstance(table, pd.DataFrame):
+        table = pa.Table.from_pandas(table, preserve_index=False)
+    folder = day_uri(normalize(events_root), day)
+    fs, folder_path = filesystem(folder)
+    fs.create_dir(folder_path, recursive=True)
+    marker_path = f"{folder_path}/{SUCCESS_MARKER}"
+    if fs.get_file_info(marker_path).type != pafs.FileType.NotFound:
+        fs.delete_file(marker_path)
+    for info in fs.get_file_info(pafs.FileSelector(folder_path, recursive=False)):
+        if info.type == pafs.FileType.File and _is_part(info.base_name) and info.base_name != PART_NAME:
+            fs.delete_file(info.path)   # stale parts of an earlier writer
+
+    final_path = f"{folder_path}/{PART_NAME}"
+    if isinstance(fs, pafs.LocalFileSystem):
+        tmp_path = f"{folder_path}/.{PART_NAME}.tmp-{uuid.uuid4().hex}"
+        try:
+            with fs.open_output_stream(tmp_path) as out:
+                pq.write_table(table, out)
+            fs.move(tmp_path, final_path)   # atomic rename within one folder
+        finally:
+            if fs.get_file_info(tmp_path).type != pafs.FileType.NotFound:
+                fs.delete_file(tmp_path)
+    else:
+        # object stores: a PUT is atomic per object, and the day is invisible until _SUCCESS
+        with fs.open_output_stream(final_path) as out:
+            pq.write_table(table, out)
+
+    info = {"rows": table.num_rows, "files": [PART_NAME], **(marker or {})}
+    with fs.open_output_stream(marker_path) as out:
+        out.write(json.dumps(info, sort_keys=True, default=str).encode())
+    return join(folder, PART_NAME)
+
+
+# ---------------------------------------------------------------------------------------------
+# discovery
+
+def _scan(events_root: str) -> tuple[list[dt.date], list[dt.date]]:
+    """(complete days, incomplete day folders) under ``events_root``, each sorted."""
+    fs, root_path = filesystem(normalize(events_root))
+    if fs.get_file_info(root_path).type != pafs.FileType.Directory:
+        return [], []
+    folders: dict[dt.date, bool] = {}
+    infos = fs.get_file_info(pafs.FileSelector(root_path, recursive=False))
+    for info in infos:
+        day = _parse_day(info.base_name)
+        if day is None or info.type != pafs.FileType.Directory:
+            continue
+        marker = fs.get_file_info(f"{info.path}/{SUCCESS_MARKER}")
+        folders[day] = marker.type == pafs.FileType.File
+    complete = sorted(d for d, ok in folders.items() if ok)
+    incomplete = sorted(d for d, ok in folders.items() if not ok)
+    return complete, incomplete
+
+
+def available_days(events_root: str) -> list[dt.date]:
+    """Complete days (folders with ``_SUCCESS``) under ``events_root``, sorted."""
+    return _scan(events_root)[0]
+
+
+def is_day_complete(events_root: str, day: dt.date) -> bool:
+    fs, path = filesystem(join(day_uri(normalize(events_root), day), SUCCESS_MARKER))
+    return fs.get_file_info(path).type == pafs.FileType.File
+
+
+def read_marker(events_root: str, day: dt.date) -> dict | None:
+    """The JSON in a day's ``_SUCCESS`` (``{}`` for an empty marker), or None if incomplete."""
+    fs, path = filesystem(join(day_uri(normalize(events_root), day), SUCCESS_MARKER))
+    if fs.get_file_info(path).type != pafs.FileType.File:
+        return None
+    with fs.open_input_stream(path) as f:
+        data = f.read()
+    try:
+        return json.loads(data) if data.strip() else {}
+    except ValueError:
+        return {}
+
+
+def part_uris(events_root: str, day: dt.date) -> list[str]:
+    """URIs of a complete day's ``part-*.parquet`` files; [] if the day is not complete."""
+    if not is_day_complete(events_root, day):
+        return []
+    folder = day_uri(normalize(events_root), day)
+    fs, path = filesystem(folder)
+    infos = fs.get_file_info(pafs.FileSelector(path, recursive=False))
+    return sorted(join(folder, i.base_name) for i in infos
+                  if i.type == pafs.FileType.File and _is_part(i.base_name))
+
+
+# ---------------------------------------------------------------------------------------------
+# checks
+
+def check_window(source: SourceConfig, days: Sequence[dt.date]) -> None:
+    """Raise :class:`MissingPartitionsError` unless every day in ``days`` is complete."""
+    root = _root(source)
+    complete, incomplete = _scan(root)
+    have = set(complete)
+    missing = sorted({d for d in days if d not in have})
+    if not missing:
+        return
+    half = sorted(set(missing) & set(incomplete))
+    lines = [
+        f"{len(missing)} of {len(set(days))} requested day(s) of events are missing under {root}: "
+        f"{format_days(missing)}.",
+        f"Available complete days: {format_days(complete)}"
+        + (f" ({len(complete)} days, {complete[0]} to {complete[-1]})." if complete else "."),
+    ]
+    if half:
+        lines.append(
+            f"These day folders exist but are incomplete (no {SUCCESS_MARKER} marker: a writer "
+            f"failed or is still writing): {format_days(half)}."
+        )
+    if source.kind == "synthetic":
+        lines.append("Synthetic days are generated by events.layout.ensure_synthetic_days.")
+    else:
+        lines.append(
+            f"Write each day as {PARTITION_PREFIX}YYYY-MM-DD/part-*.parquet followed by an empty "
+            f"{SUCCESS_MARKER} file, or choose a window inside the available days."
+        )
+    raise MissingPartitionsError(" ".join(lines), missing, complete, half)
+
+
+def _is_numeric(t: pa.DataType) -> bool:
+    return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+            or pa.types.is_decimal(t) or pa.types.is_null(t))
+
+
+def _suggest(name: str, candidates: Sequence[str]) -> str | None:
+    """The existing column a misspelt or differently-cased name most likely meant."""
+    lower = {c.lower(): c for c in candidates}
+    if name.lower() in lower:
+        return lower[name.lower()]
+    close = difflib.get_close_matches(name.lower(), list(lower), n=1, cutoff=0.6)
+    if close:
+        return lower[close[0]]
+    contains = [c for c in candidates if name.lower() in c.lower() or c.lower() in name.lower()]
+    return contains[0] if len(contains) == 1 else None
+
+
+def _read_schema(uri: str) -> pa.Schema:
+    fs, path = filesystem(uri)
+    with fs.open_input_file(path) as f:
+        return pq.read_schema(f)
+
+
+def validate_schema(source: SourceConfig, day: dt.date) -> pa.Schema:
+    """Check that ``day``'s parquet has every declared column, with numeric label and dense.
+
+    Returns the schema; raises :class:`SchemaError` naming each missing column (with a close
+    match if there is one) and each non-numeric dense/label column, and listing the columns
+    that do exist.
+    """
+    root = _root(source)
+    parts = part_uris(root, day)
+    if not parts:
+        check_window(source, [day])
+        raise MissingPartitionsError(  # complete but without parts
+            f"day {day} under {root} has a {SUCCESS_MARKER} marker but no part-*.parquet file",
+            [day], available_days(root))
+    missing: list[str] = []
+    non_numeric: list[str] = []
+    problems: list[str] = []
+    schema = _read_schema(parts[0])
+    for part in parts:
+        s = _read_schema(part)
+        names = set(s.names)
+        roles = [("label", source.label_column)]
+        roles += [("dense", c) for c in source.dense_columns]
+        roles += [("sparse", c) for c in source.sparse_columns]
+        for role, col in roles:
+            if col not in names:
+                if col not in missing:
+                    missing.append(col)
+                    hint = _suggest(col, s.names)
+                    problems.append(f"{role} column {col!r} is missing"
+                                    + (f" (did you mean {hint!r}?)" if hint else ""))
+                continue
+            t = s.field(col).type
+            if role in ("label", "dense") and not _is_numeric(t) and col not in non_numeric:
+                non_numeric.append(col)
+                problems.append(f"{role} column {col!r} has type {t}; {role} columns must be numeric "
+                                "(integer, floating, decimal or boolean)")
+    if problems:
+        have = ", ".join(f"{f.name} ({f.type})" for f in schema)
+        raise SchemaError(
+            f"event schema of {day} under {root} does not match the source config: "
+            + "; ".join(problems) + f". Columns in {parts[0]}: {have}.",
+            missing, non_numeric, schema.names,
+        )
+    return schema
+
+
+def check_labels(source: SourceConfig, days: Sequence[dt.date]) -> dict[str, int]:
+    """Check the label column over ``days`` holds 0/1 values of both classes.
+
+    Returns ``{"rows", "positives", "negatives"}``; raises :class:`LabelError` naming the
+    column, the offending values and the counts.
+    """
+    col = source.label_column
+    table = read_days(source, days, [col])
+    values = table.column(col).to_pandas()
+    nulls = int(values.isna().sum())
+    numeric = pd.to_numeric(values.dropna(), errors="coerce")
+    counts = Counter(values.dropna().tolist())
+    shown = ", ".join(f"{v!r}: {n}" for v, n in counts.most_common(10))
+    where = f"label column {col!r} over {format_days(days)}"
+    bad = numeric.isna() | ~numeric.isin([0, 1])
+    if nulls or bad.any():
+        raise LabelError(
+            f"{where} must hold only 0 (no click) and 1 (click); found {nulls} null(s) and "
+            f"{int(bad.sum())} other value(s). Value counts: {{{shown}}}.",
+            {**{str(k): v for k, v in counts.items()}, "null": nulls},
+        )
+    pos = int((numeric == 1).sum())
+    neg = int((numeric == 0).sum())
+    result = {"rows": pos + neg, "positives": pos, "negatives": neg}
+    if pos == 0 or neg == 0:
+        raise LabelError(
+            f"{where} has a single class: {pos} positive (1) and {neg} negative (0) rows; "
+            "training and AUC need both clicks and non-clicks in the window.",
+            result,
+        )
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# reading and generating
+
+def read_days(source: SourceConfig, days: Sequence[dt.date],
+              columns: Sequence[str] | None = None) -> pa.Table:
+    """Rows of ``days`` (in the given order) as one table, for small-scale local use.
+
+    ``columns`` defaults to the label and feature columns. Missing days raise
+    :class:`MissingPartitionsError`, missing columns :class:`SchemaError`.
+    """
+    root = _root(source)
+    check_window(source, days)
+    cols = list(columns) if columns is not None else [source.label_column, *source.feature_columns]
+    tables = []
+    for day in days:
+        for part in part_uris(root, day):
+            fs, path = filesystem(part)
+            with fs.open_input_file(path) as f:
+                pf = pq.ParquetFile(f)
+                absent = [c for c in cols if c not in pf.schema_arrow.names]
+                if absent:
+                    raise SchemaError(
+                        f"{part} lacks requested column(s) {absent}; it has {pf.schema_arrow.names}",
+                        absent, (), pf.schema_arrow.names)
+                tables.append(pf.read(columns=cols))
+    if not tables:
+        raise MissingPartitionsError(f"no days requested under {root}", [], available_days(root))
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
+def ensure_synthetic_days(source: SourceConfig, days: Iterable[dt.date]) -> list[dt.date]:
+    """Generate the synthetic days that are missing (idempotent); returns those written.
+
+    A day written with a different ``SyntheticSpec`` (recorded in its marker) is regenerated,
+    since a synthetic day is a pure function of (day, spec).
+    """
+    from ads_ranking_pipelines.events.synthetic import generate_table
+
+    if source.kind != "synthetic":
+        raise EventLayoutError(
+            f"ensure_synthetic_days generates synthetic events only; this source is "
+            f"kind={source.kind!r} at {source.uri}: its days must be written by its producer")
+    root = _root(source)
+    spec = source.synthetic.model_dump(mode="json")
+    have = set(available_days(root))
+    written = []
+    for day in sorted(set(days)):
+        if day in have:
+            marker = read_marker(root, day) or {}
+            if marker.get("synthetic_spec", spec) == spec:
+                continue
+        write_day(generate_table(day, source.synthetic), root, day, marker={"synthetic_spec": spec})
+        written.append(day)
+    return written
+
