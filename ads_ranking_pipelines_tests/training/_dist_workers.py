@@ -1,0 +1,131 @@
+"""Functions run on each rank of a gloo group by test_sharding.py (must be importable by name)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from ads_ranking_pipelines.training.batches import make_batch
+from ads_ranking_pipelines.training.model import build_model
+from ads_ranking_pipelines.training.sharding import shard_model
+from ads_ranking_pipelines.training.train_loop import (
+    load_checkpoint, quiet_warnings, run_worker, save_checkpoint,
+)
+
+from ._toy import tiny_params, tiny_spec, toy_arrays
+
+
+def _local_tensors(state: dict) -> dict[str, torch.Tensor]:
+    out = {}
+    for k, v in state.items():
+        if hasattr(v, "local_shards"):
+            shards = v.local_shards()
+            if shards:
+                out[k] = shards[0].tensor.detach().clone()
+        elif isinstance(v, torch.Tensor):
+            out[k] = v.detach().clone()
+    return out
+
+
+def _eval_logits(sm, spec) -> torch.Tensor:
+    b = make_batch(toy_arrays(128, spec, seed=99), spec.sparse_columns)
+    sm.model.eval()
+    with torch.no_grad():
+        out = sm.model(b.dense, b.sparse)
+    sm.model.train()
+    return out
+
+
+def _step(sm, b) -> float:
+    loss = F.binary_cross_entropy_with_logits(sm.model(b.dense, b.sparse), b.label)
+    sm.optimizer.zero_grad()
+    loss.backward()
+    sm.optimizer.step()
+    return float(loss.item())
+
+
+def train_save_and_reload(rank: int, world: int, out_dir: str) -> None:
+    quiet_warnings()
+    params, spec = tiny_params(), tiny_spec()
+    sm = shard_model(build_model(params, spec, "meta"), device=torch.device("cpu"),
+                     learning_rate=params.learning_rate, batch_size=params.batch_size)
+    before = _local_tensors(sm.model.state_dict())
+    data = toy_arrays(64 * 40, spec, seed=10 + rank)       # each rank its own rows
+    losses = []
+    for epoch in range(2):
+        for lo in range(0, len(data["label"]), 64):
+            losses.append(_step(sm, make_batch({k: v[lo:lo + 64] for k, v in data.items()},
+                                               spec.sparse_columns)))
+    after = _local_tensors(sm.model.state_dict())
+    changed = {k: float((after[k] - before[k]).abs().sum()) for k in after}
+    logits = _eval_logits(sm, spec)
+
+    local = os.path.join(out_dir, f"local_r{rank}")
+    os.makedirs(local)
+    save_checkpoint(sm, local, {"epochs_done": 2, "global_step": len(losses)} if rank == 0 else None)
+    merged = os.path.join(out_dir, "merged")                # what Ray Train does with the ranks' dirs
+    os.makedirs(merged, exist_ok=True)
+    for f in os.listdir(local):
+        shutil.copy(os.path.join(local, f), merged)
+    dist.barrier()
+
+    # a fresh sharded model loaded from the checkpoint behaves exactly like the trained one
+    sm2 = shard_model(build_model(params.model_copy(update={"seed": 1234}), spec, "meta"),
+                      device=torch.device("cpu"), learning_rate=params.learning_rate,
+                      batch_size=params.batch_size)
+    fresh_logits = _eval_logits(sm2, spec)
+    state = load_checkpoint(sm2, merged)
+    reloaded_logits = _eval_logits(sm2, spec)
+    # ... including optimizer state: one more identical step keeps them identical
+    b = make_batch(toy_arrays(64, spec, seed=500 + rank), spec.sparse_columns)
+    l1, l2 = _step(sm, b), _step(sm2, b)
+    after_step_1, after_step_2 = _eval_logits(sm, spec), _eval_logits(sm2, spec)
+
+    torch.save({"logits": logits, "fresh": fresh_logits, "reloaded": reloaded_logits,
+                "after_step": (after_step_1, after_step_2), "step_loss": (l1, l2)},
+               os.path.join(out_dir, f"result_r{rank}.pt"))
+    with open(os.path.join(out_dir, f"result_r{rank}.json"), "w") as f:
+        json.dump({"losses": losses, "changed": changed, "state": state,
+                   "plan": sm.plan_summary}, f)
+
+
+def run_worker_then_resume(rank: int, world: int, out_dir: str) -> None:
+    """run_worker for 1 epoch, 'Ray-merge' its checkpoint, then resume to 2 epochs."""
+    quiet_warnings()
+    spec = tiny_spec()
+    n_batches = 10 if rank == 0 else 7                      # uneven shards
+    data = toy_arrays(64 * n_batches, spec, seed=20 + rank)
+
+    def batches(epoch):
+        for lo in range(0, len(data["label"]), 64):
+            yield {k: v[lo:lo + 64] for k, v in data.items()}
+
+    reports = []
+
+    def report(metrics, ckpt_dir):
+        merged = os.path.join(out_dir, f"ckpt_epoch{metrics['epoch']}")
+        os.makedirs(merged, exist_ok=True)
+        for f in os.listdir(ckpt_dir):
+            shutil.copy(os.path.join(ckpt_dir, f), merged)
+        reports.append(dict(metrics))
+        dist.barrier()
+
+    progress = []
+    first = run_worker(tiny_params(epochs=1), spec, device=torch.device("cpu"), batches=batches,
+                       report=report, progress=progress.append if rank == 0 else None,
+                       progress_every_s=0.0, log=lambda m: None)
+    second = run_worker(tiny_params(epochs=2), spec, device=torch.device("cpu"), batches=batches,
+                        report=report, resume_dir=os.path.join(out_dir, "ckpt_epoch1"),
+                        progress=progress.append if rank == 0 else None, log=lambda m: None)
+    with open(os.path.join(out_dir, f"resume_r{rank}.json"), "w") as f:
+        json.dump({"first": {"start": first.start_epoch, "done": first.epochs_done,
+                             "history": first.history, "step": first.global_step},
+                   "second": {"start": second.start_epoch, "done": second.epochs_done,
+                              "history": second.history, "step": second.global_step},
+                   "reports": reports, "progress": progress}, f, default=str)

@@ -1,0 +1,109 @@
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from ads_ranking_pipelines.training.batches import make_batch, sparse_to_kjt
+from ads_ranking_pipelines.training.model import DotInteraction, build_model, table_name
+
+from ._toy import tiny_params, tiny_spec, toy_arrays
+
+
+def test_forward_backward_shapes_and_gradients_reach_every_part():
+    params, spec = tiny_params(), tiny_spec()
+    model = build_model(params, spec, "cpu")
+    batch = make_batch(toy_arrays(32, spec, seed=0), spec.sparse_columns)
+    logits = model(batch.dense, batch.sparse)
+    assert logits.shape == (32,) and logits.dtype == torch.float32
+    F.binary_cross_entropy_with_logits(logits, batch.label).backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None, name
+        assert torch.isfinite(p.grad).all(), name
+        assert p.grad.abs().sum() > 0, f"no gradient reaches {name}"
+    # only the looked-up rows of a table get gradient
+    table = model.ebc.embedding_bags[table_name("s0")].weight
+    used = torch.unique(torch.as_tensor(toy_arrays(32, spec, seed=0)["sparse"][:, 0]))
+    rows_with_grad = torch.nonzero(table.grad.abs().sum(1)).view(-1)
+    assert set(rows_with_grad.tolist()) <= set(used.tolist())
+
+
+def test_architecture_follows_params():
+    params, spec = tiny_params(embedding_dim=12, dense_arch=(20, 7), over_arch=(9, 5)), tiny_spec(3, 4)
+    model = build_model(params, spec, "cpu")
+    widths = [m.out_features for m in model.bottom if isinstance(m, torch.nn.Linear)]
+    assert widths == [20, 7, 12]                    # projected to embedding_dim
+    assert model.interaction.out_features == 12 + 5 * 4 // 2
+    assert model.top[0].in_features == model.interaction.out_features
+    assert model.head.out_features == 1
+    tables = {n: t.weight.shape for n, t in model.ebc.embedding_bags.items()}
+    assert tables == {table_name(f"s{i}"): (spec.hash_buckets, 12) for i in range(4)}
+
+
+def test_meta_device_allocates_nothing():
+    model = build_model(tiny_params(hash_buckets=10_000_000), tiny_spec(buckets=10_000_000), "meta")
+    assert {p.device.type for p in model.parameters()} == {"meta"}
+
+
+@pytest.mark.parametrize("num_dense,num_sparse", [(0, 3), (2, 0), (1, 1)])
+def test_dense_only_and_sparse_only_models(num_dense, num_sparse):
+    spec = tiny_spec(num_dense, num_sparse)
+    model = build_model(tiny_params(), spec, "cpu")
+    batch = make_batch(toy_arrays(8, spec, seed=1), spec.sparse_columns)
+    out = model(batch.dense, batch.sparse)
+    assert out.shape == (8,) and torch.isfinite(out).all()
+
+
+def test_dot_interaction_matches_explicit_pairs():
+    inter = DotInteraction(num_vectors=3, has_dense=True, dim=4)
+    dense, sparse = torch.randn(5, 4), torch.randn(5, 2, 4)
+    out = inter(dense, sparse)
+    vs = [dense, sparse[:, 0], sparse[:, 1]]
+    pairs = [(vs[i] * vs[j]).sum(1) for i in range(3) for j in range(i + 1, 3)]
+    expected = torch.cat([dense, torch.stack(pairs, 1)], 1)
+    torch.testing.assert_close(out, expected)
+
+
+def test_a_few_steps_learn_the_toy_problem_unsharded():
+    params, spec = tiny_params(), tiny_spec()
+    model = build_model(params, spec, "cpu")
+    opt = torch.optim.Adam(model.parameters(), lr=0.02)
+    data = toy_arrays(4096, spec, seed=2)
+    losses = []
+    for epoch in range(3):
+        for lo in range(0, 4096, 256):
+            b = make_batch({k: v[lo:lo + 256] for k, v in data.items()}, spec.sparse_columns)
+            loss = F.binary_cross_entropy_with_logits(model(b.dense, b.sparse), b.label)
+            opt.zero_grad(); loss.backward(); opt.step()
+            losses.append(loss.item())
+    assert np.mean(losses[-8:]) < np.mean(losses[:8]) - 0.1
+
+
+def test_kjt_has_one_id_per_feature_per_row():
+    keys = ["a", "b", "c"]
+    ids = np.array([[1, 2, 3], [4, 5, 6]], dtype=np.int64)
+    kjt = sparse_to_kjt(ids, keys)
+    assert kjt.keys() == keys
+    assert kjt.lengths().tolist() == [1] * 6
+    assert kjt.values().tolist() == [1, 4, 2, 5, 3, 6]          # key-major
+    by_key = kjt.to_dict()
+    for j, k in enumerate(keys):
+        assert by_key[k].values().tolist() == ids[:, j].tolist()
+    assert kjt.stride() == 2
+
+
+def test_kjt_rejects_wrong_width():
+    with pytest.raises(ValueError, match="sparse ids"):
+        sparse_to_kjt(np.zeros((4, 2), dtype=np.int64), ["a", "b", "c"])
+
+
+def test_make_batch_types_and_device():
+    spec = tiny_spec()
+    arrays = toy_arrays(10, spec, seed=0)
+    arrays["dense"] = arrays["dense"].astype(np.float64)
+    b = make_batch(arrays, spec.sparse_columns, device="cpu")
+    assert b.dense.dtype == torch.float32 and b.dense.shape == (10, 3)
+    assert b.label.dtype == torch.float32 and b.label.shape == (10,)
+    assert b.sparse.values().dtype == torch.int64 and b.size == 10
+    nolabel = make_batch({"dense": arrays["dense"], "sparse": arrays["sparse"]}, spec.sparse_columns,
+                         with_label=False)
+    assert nolabel.label is None
