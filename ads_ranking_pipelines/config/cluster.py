@@ -11,6 +11,7 @@ import re
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 RFC1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+RFC1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
 
 
@@ -34,6 +35,15 @@ class ClusterRequest(BaseModel):
     ttl_seconds_after_finished: int = Field(600, ge=0, le=7 * 24 * 3600)
     active_deadline_seconds: int = Field(6 * 3600, ge=60, le=7 * 24 * 3600)
     labels: dict[str, str] = Field(default_factory=dict)
+    autoscaling: bool = Field(
+        False,
+        description="KubeRay in-tree autoscaler: workers scale between 0 and `workers`.",
+    )
+    auth_secret_name: str | None = Field(
+        None,
+        description="Secret (key auth_token) holding the Ray auth token; None lets KubeRay "
+        "generate one per cluster. Only the name is ever rendered.",
+    )
 
     @field_validator("name", "namespace", "service_account")
     @classmethod
@@ -43,6 +53,13 @@ class ClusterRequest(BaseModel):
                 f"{v!r} is not an RFC 1123 label (lowercase letters, digits and '-', "
                 "starting and ending with a letter or digit)"
             )
+        return v
+
+    @field_validator("auth_secret_name")
+    @classmethod
+    def _secret_name(cls, v: str | None) -> str | None:
+        if v is not None and (len(v) > 253 or not RFC1123_SUBDOMAIN.match(v)):
+            raise ValueError(f"{v!r} is not a valid Secret name (an RFC 1123 subdomain)")
         return v
 
     @field_validator("memory_per_worker", "head_memory")

@@ -1,0 +1,183 @@
+"""The GPU pool catalog: which node pools a cluster may ask for, and what one node holds.
+
+The catalog ships with the package (``config/pools.yaml``). A deployment may point at its
+own file; callers read ``ADS_RANKING_POOL_CATALOG`` through :func:`catalog_path_from_env`
+when they build resources. Nothing here reads the environment at import time.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from importlib import resources
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ads_ranking_pipelines.config.quantity import QuantityError, parse_memory
+
+CATALOG_ENV_VAR = "ADS_RANKING_POOL_CATALOG"
+DEFAULT_CATALOG_RESOURCE = "pools.yaml"
+
+_POOL_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+
+
+class UnknownPoolError(LookupError):
+    """A pool name that is not in the catalog. The message lists the valid names."""
+
+    def __init__(self, name: str, valid: list[str]) -> None:
+        self.name = name
+        self.valid = sorted(valid)
+        super().__init__(f"unknown GPU pool {name!r}; valid pools: {', '.join(self.valid)}")
+
+
+class CatalogError(ValueError):
+    """A catalog file that cannot be read or does not describe valid pools."""
+
+
+class Toleration(BaseModel):
+    """One Kubernetes toleration, in the API's field names."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key: str
+    operator: Literal["Exists", "Equal"] = "Exists"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = "NoSchedule"
+
+    @model_validator(mode="after")
+    def _value_matches_operator(self) -> Toleration:
+        if self.operator == "Exists" and self.value is not None:
+            raise ValueError("a toleration with operator Exists cannot set a value")
+        if self.operator == "Equal" and self.value is None:
+            raise ValueError("a toleration with operator Equal needs a value")
+        return self
+
+    def to_k8s(self) -> dict[str, str]:
+        return self.model_dump(exclude_none=True)
+
+
+class GpuPool(BaseModel):
+    """A node pool: the shape of one node and how many workers the pool may hold."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(..., pattern=_POOL_NAME_PATTERN)
+    description: str = ""
+    gpu_type: str | None = Field(
+        None, description="Short accelerator name, e.g. nvidia-h100-80gb; None for CPU pools."
+    )
+    gpu_product: str | None = Field(
+        None, description="NVIDIA GPU feature discovery product label, e.g. NVIDIA-H100-80GB-HBM3."
+    )
+    machine_type: str | None = Field(None, description="Cloud machine type, for humans.")
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+    gpus_per_node: int = Field(0, ge=0, le=16)
+    cpus_per_node: float = Field(..., gt=0)
+    memory_per_node: str
+    max_workers: int = Field(..., ge=0, le=256)
+    local: bool = False
+
+    @field_validator("memory_per_node")
+    @classmethod
+    def _memory_is_quantity(cls, v: str) -> str:
+        try:
+            parse_memory(v)
+        except QuantityError as exc:
+            raise ValueError(str(exc)) from None
+        return v
+
+    @model_validator(mode="after")
+    def _gpu_fields_agree(self) -> GpuPool:
+        if self.gpus_per_node > 0 and not self.gpu_type:
+            raise ValueError(f"pool {self.name!r} has GPUs but no gpu_type")
+        if self.gpus_per_node == 0 and (self.gpu_type or self.gpu_product):
+            raise ValueError(f"pool {self.name!r} names a GPU type but has gpus_per_node 0")
+        if self.local and (self.node_selector or self.tolerations):
+            raise ValueError(f"local pool {self.name!r} cannot select or tolerate nodes")
+        return self
+
+    @property
+    def has_gpus(self) -> bool:
+        return self.gpus_per_node > 0
+
+    @property
+    def memory_per_node_bytes(self) -> int:
+        return parse_memory(self.memory_per_node)
+
+
+class PoolCatalog(BaseModel):
+    """The pools a request may name, keyed by name."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    pools: tuple[GpuPool, ...]
+    default_pool: str = "local"
+
+    @model_validator(mode="after")
+    def _names_unique_and_default_known(self) -> PoolCatalog:
+        names = [p.name for p in self.pools]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate pool names: {', '.join(duplicates)}")
+        if self.default_pool not in names:
+            raise ValueError(
+                f"default_pool {self.default_pool!r} is not a pool; pools: {', '.join(sorted(names))}"
+            )
+        return self
+
+    def names(self) -> list[str]:
+        return sorted(p.name for p in self.pools)
+
+    def get(self, name: str) -> GpuPool:
+        for pool in self.pools:
+            if pool.name == name:
+                return pool
+        raise UnknownPoolError(name, self.names())
+
+    def __contains__(self, name: object) -> bool:
+        return any(p.name == name for p in self.pools)
+
+    def __iter__(self) -> Iterator[GpuPool]:  # type: ignore[override]
+        return iter(self.pools)
+
+    def __len__(self) -> int:
+        return len(self.pools)
+
+
+def catalog_path_from_env(environ: Mapping[str, str]) -> str | None:
+    """The catalog override named by ``ADS_RANKING_POOL_CATALOG`` in ``environ``, if any.
+
+    Takes the mapping explicitly (pass ``os.environ`` or a run's env) so that nothing reads
+    the process environment behind the caller's back.
+    """
+    value = environ.get(CATALOG_ENV_VAR, "").strip()
+    return value or None
+
+
+def load_catalog(path: str | os.PathLike[str] | None = None) -> PoolCatalog:
+    """The catalog at ``path``, or the one shipped with the package when ``path`` is None."""
+    if path is None:
+        source = f"package resource {DEFAULT_CATALOG_RESOURCE}"
+        text = resources.files("ads_ranking_pipelines.config").joinpath(
+            DEFAULT_CATALOG_RESOURCE
+        ).read_text(encoding="utf-8")
+    else:
+        source = os.fspath(path)
+        try:
+            with open(source, encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError as exc:
+            raise CatalogError(f"cannot read pool catalog {source}: {exc}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise CatalogError(f"pool catalog {source} is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise CatalogError(f"pool catalog {source} must be a mapping with a 'pools' list")
+    try:
+        return PoolCatalog.model_validate(data)
+    except ValidationError as exc:
+        raise CatalogError(f"pool catalog {source} is invalid:\n{exc}") from exc

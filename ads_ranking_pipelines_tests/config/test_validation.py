@@ -1,0 +1,101 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ads_ranking_pipelines.config.cluster import ClusterRequest
+from ads_ranking_pipelines.config.pools import load_catalog
+from ads_ranking_pipelines.config.validation import (
+    NODE_HEADROOM_FRACTION,
+    RequestError,
+    usable_cpus,
+    usable_memory_bytes,
+    validate_request,
+)
+
+CATALOG = load_catalog()
+GPU_IMAGE = "rayproject/ray:2.60.0-py311-gpu"
+
+
+def _request(**overrides: Any) -> ClusterRequest:
+    return ClusterRequest(**{"name": "ranker", **overrides})
+
+
+def test_defaults_are_valid() -> None:
+    validate_request(_request(), CATALOG)
+
+
+@pytest.mark.parametrize("overrides", [
+    {"gpu_pool": "l4", "gpus_per_worker": 8, "cpus_per_worker": 86.4, "memory_per_worker": "345Gi",
+     "workers": 16, "image": GPU_IMAGE},
+    {"gpu_pool": "h100-80gb", "gpus_per_worker": 8, "cpus_per_worker": 176,
+     "memory_per_worker": "1600Gi", "workers": 4, "image": GPU_IMAGE},
+    {"gpu_pool": "cpu-standard", "workers": 0},
+    {"gpu_pool": "local", "workers": 4, "cpus_per_worker": 0.25, "memory_per_worker": "512Mi"},
+    {"labels": {"example.com/team": "x", "cost-center": "any value: sanitized later"}},
+])
+def test_valid(overrides: dict[str, Any]) -> None:
+    validate_request(_request(**overrides), CATALOG)
+
+
+@pytest.mark.parametrize("overrides,field,valid_part", [
+    ({"gpu_pool": "h100"}, "gpu_pool", "h100-80gb"),
+    ({"gpu_pool": "l4", "gpus_per_worker": 9, "image": GPU_IMAGE}, "gpus_per_worker", "1..8"),
+    ({"gpu_pool": "l4", "gpus_per_worker": 0}, "gpus_per_worker", "1..8"),
+    ({"gpu_pool": "cpu-standard", "gpus_per_worker": 1, "image": GPU_IMAGE}, "gpus_per_worker", "0"),
+    ({"gpu_pool": "local", "gpus_per_worker": 1}, "gpus_per_worker", "0"),
+    ({"gpu_pool": "l4", "gpus_per_worker": 1}, "image", "gpu"),
+    ({"gpu_pool": "local", "cpus_per_worker": 8}, "cpus_per_worker", "<= 7.2"),
+    ({"gpu_pool": "local", "memory_per_worker": "32Gi"}, "memory_per_worker", "<="),
+    ({"gpu_pool": "h100-80gb", "gpus_per_worker": 8, "image": GPU_IMAGE,
+      "memory_per_worker": "1800Gi"}, "memory_per_worker", "<="),
+    ({"gpu_pool": "local", "workers": 5}, "workers", "0..4"),
+    ({"gpu_pool": "h100-80gb", "workers": 9, "gpus_per_worker": 8, "image": GPU_IMAGE},
+     "workers", "0..8"),
+    ({"memory_per_worker": "100Mi"}, "memory_per_worker", ">= 512Mi"),
+    ({"head_memory": "0Gi"}, "head_memory", ">= 512Mi"),
+    ({"cpus_per_worker": 0.0005}, "cpus_per_worker", "0.001"),
+    ({"head_cpus": 1.23456}, "head_cpus", "0.001"),
+    ({"name": "1ranker"}, "name", "DNS-1035"),
+    ({"labels": {"ads-ranking.io/owner": "me"}}, "labels", "prefixes"),
+    ({"labels": {"ray.io/node-type": "head"}}, "labels", "prefixes"),
+    ({"labels": {"bad key": "v"}}, "labels", "label keys"),
+    ({"labels": {"x" * 64: "v"}}, "labels", "label keys"),
+])
+def test_invalid(overrides: dict[str, Any], field: str, valid_part: str) -> None:
+    request = _request(**overrides)
+    with pytest.raises(RequestError) as info:
+        validate_request(request, CATALOG)
+    err = info.value
+    assert isinstance(err, ValueError)
+    assert err.field == field
+    message = str(err)
+    assert field in message
+    assert repr(err.value) in message
+    assert valid_part in str(err.valid) and valid_part in message
+
+
+@pytest.mark.parametrize("field,bad", [("memory_per_worker", "16GB"), ("head_memory", "lots")])
+def test_bad_quantity_bypassing_the_model(field: str, bad: str) -> None:
+    # ClusterRequest refuses these itself; validate_request must too (model_construct skips
+    # pydantic validation, as do requests rebuilt from stored state).
+    request = ClusterRequest.model_construct(**{**_request().model_dump(), field: bad})
+    with pytest.raises(RequestError) as info:
+        validate_request(request, CATALOG)
+    assert info.value.field == field and bad in str(info.value) and "Gi" in str(info.value)
+
+
+def test_headroom_is_applied() -> None:
+    h100 = CATALOG.get("h100-80gb")
+    assert usable_cpus(h100) == pytest.approx(h100.cpus_per_node * (1 - NODE_HEADROOM_FRACTION))
+    assert usable_memory_bytes(h100) < h100.memory_per_node_bytes
+    assert usable_memory_bytes(h100) % 2**20 == 0
+
+
+def test_unknown_pool_lists_every_valid_pool() -> None:
+    with pytest.raises(RequestError) as info:
+        validate_request(_request(gpu_pool="tpu-v5"), CATALOG)
+    assert info.value.valid == CATALOG.names()
+    for name in CATALOG.names():
+        assert name in str(info.value)
