@@ -1,0 +1,100 @@
+"""A RayJob around the one cluster template: a fresh cluster per job, deleted afterwards.
+
+``rayClusterSpec`` comes from :func:`build_raycluster_spec`, so a RayJob's cluster is the
+same as a standalone RayCluster for the same request. The operator's submitter Job
+(``K8sJobMode``) runs ``ray job submit`` with ``submission_id`` as the Ray job id, so a
+retried submitter re-attaches instead of submitting twice.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from ads_ranking_pipelines.config.cluster import ClusterRequest
+from ads_ranking_pipelines.config.pools import PoolCatalog
+from ads_ranking_pipelines.config.validation import RequestError, validate_request
+from ads_ranking_pipelines.kuberay import rules
+from ads_ranking_pipelines.kuberay.labels import build_labels
+from ads_ranking_pipelines.kuberay.pod import submitter_pod_template
+from ads_ranking_pipelines.kuberay.raycluster import API_VERSION, build_raycluster_spec
+
+__all__ = ["build_rayjob", "SUBMISSION_MODE"]
+
+KIND = "RayJob"
+SUBMISSION_MODE = "K8sJobMode"
+# Each retry creates a new cluster; the Dagster run owns retries, so the RayJob does not.
+DEFAULT_BACKOFF_LIMIT = 0
+
+SUBMISSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+
+
+def _runtime_env_yaml(runtime_env: Mapping[str, Any] | None) -> str | None:
+    if not runtime_env:
+        return None
+    if not isinstance(runtime_env, Mapping):
+        raise RequestError("runtime_env", runtime_env, "a mapping (Ray runtime_env)", "not a mapping")
+    try:
+        return yaml.safe_dump(dict(runtime_env), sort_keys=True, default_flow_style=False)
+    except yaml.YAMLError as exc:
+        raise RequestError("runtime_env", runtime_env, "plain YAML-serializable values",
+                           str(exc)) from None
+
+
+def build_rayjob(
+    request: ClusterRequest,
+    catalog: PoolCatalog,
+    *,
+    entrypoint: str,
+    submission_id: str,
+    runtime_env: Mapping[str, Any] | None = None,
+    labels: Mapping[str, str] | None = None,
+    run_id: str | None = None,
+    code_location: str | None = None,
+    backoff_limit: int = DEFAULT_BACKOFF_LIMIT,
+) -> dict[str, Any]:
+    """A complete, validated RayJob manifest running ``entrypoint`` on a cluster for
+    ``request``.
+
+    The cluster is shut down when the job finishes and the RayJob deleted
+    ``request.ttl_seconds_after_finished`` later; the job is failed after
+    ``request.active_deadline_seconds``. ``runtime_env`` is Ray's runtime_env dict
+    (rendered as ``runtimeEnvYAML``); it must not carry credentials. Raises
+    ``RequestError``/``RuleError`` naming the offending field.
+    """
+    validate_request(request, catalog)
+    if not isinstance(entrypoint, str) or not entrypoint.strip():
+        raise RequestError("entrypoint", entrypoint, "a non-empty shell command",
+                           "the submitter runs it with `ray job submit`")
+    if not isinstance(submission_id, str) or not SUBMISSION_ID.match(submission_id):
+        raise RequestError("submission_id", submission_id,
+                           "1-128 chars of [A-Za-z0-9_.:-], starting alphanumeric",
+                           "becomes the Ray job id")
+    pool = catalog.get(request.gpu_pool)
+    all_labels = build_labels(request, pool, labels=labels, run_id=run_id,
+                              code_location=code_location)
+    spec: dict[str, Any] = {
+        "entrypoint": entrypoint,
+        "jobId": submission_id,
+        "submissionMode": SUBMISSION_MODE,
+        "shutdownAfterJobFinishes": True,
+        "ttlSecondsAfterFinished": request.ttl_seconds_after_finished,
+        "activeDeadlineSeconds": request.active_deadline_seconds,
+        "backoffLimit": backoff_limit,
+    }
+    env_yaml = _runtime_env_yaml(runtime_env)
+    if env_yaml is not None:
+        spec["runtimeEnvYAML"] = env_yaml
+    spec["rayClusterSpec"] = build_raycluster_spec(request, pool, pod_labels=all_labels)
+    spec["submitterPodTemplate"] = submitter_pod_template(request, all_labels)
+    manifest = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": request.name, "namespace": request.namespace, "labels": all_labels},
+        "spec": spec,
+    }
+    rules.check_rayjob(manifest)
+    return manifest
