@@ -1,0 +1,155 @@
+"""What the template promises, checked on the rendered objects rather than on golden text."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ads_ranking_pipelines.config.cluster import ClusterRequest
+from ads_ranking_pipelines.config.pools import load_catalog
+from ads_ranking_pipelines.config.quantity import parse_memory
+from ads_ranking_pipelines.config.validation import RequestError
+from ads_ranking_pipelines.kuberay.pod import GPU_RESOURCE, SHM_FRACTION, container_security_context
+from ads_ranking_pipelines.kuberay.raycluster import build_raycluster
+from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
+from ads_ranking_pipelines_tests.kuberay.cases import CASES, SUBMISSION_ID, Case
+from ads_ranking_pipelines_tests.kuberay.pod_security import pod_templates
+from ads_ranking_pipelines_tests.kuberay.test_golden import render
+
+CATALOG = load_catalog()
+IDS = [c.name for c in CASES]
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_rayjob_cluster_is_the_raycluster(case: Case) -> None:
+    rendered = render(case)
+    assert rendered["rayjob"]["spec"]["rayClusterSpec"] == rendered["raycluster"]["spec"]
+    assert rendered["rayjob"]["metadata"] == rendered["raycluster"]["metadata"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_rayjob_lifecycle_fields(case: Case) -> None:
+    spec = render(case)["rayjob"]["spec"]
+    assert spec["submissionMode"] == "K8sJobMode"
+    assert spec["shutdownAfterJobFinishes"] is True
+    assert spec["ttlSecondsAfterFinished"] == case.request.ttl_seconds_after_finished
+    assert spec["activeDeadlineSeconds"] == case.request.active_deadline_seconds
+    assert spec["jobId"] == SUBMISSION_ID
+    assert spec["backoffLimit"] == 0
+    assert spec["submitterPodTemplate"]["spec"]["restartPolicy"] == "Never"
+    assert ("runtimeEnvYAML" in spec) == bool(case.runtime_env)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_pods_are_hardened_and_sized(case: Case) -> None:
+    request = case.request
+    for role, template in pod_templates(render(case)["rayjob"]):
+        pod = template["spec"]
+        (container,) = pod["containers"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["runAsUser"] == 1000
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert container["securityContext"] == container_security_context()
+        assert container["resources"]["requests"] == container["resources"]["limits"]
+        expect_token = role == "head" and request.autoscaling
+        assert pod["automountServiceAccountToken"] is expect_token, role
+        assert template["metadata"]["labels"] == render(case)["rayjob"]["metadata"]["labels"]
+        if role == "submitter":
+            assert "command" not in container  # KubeRay fills in `ray job submit`
+            continue
+        memory = request.head_memory if role == "head" else request.memory_per_worker
+        (shm,) = pod["volumes"]
+        assert shm["emptyDir"]["medium"] == "Memory"
+        ratio = parse_memory(shm["emptyDir"]["sizeLimit"]) / parse_memory(memory)
+        assert ratio == pytest.approx(SHM_FRACTION, abs=0.01)
+        assert container["volumeMounts"] == [{"name": shm["name"], "mountPath": "/dev/shm"}]
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_gpus_selectors_and_tolerations(case: Case) -> None:
+    request = case.request
+    pool = CATALOG.get(request.gpu_pool)
+    cluster = render(case)["raycluster"]["spec"]
+    head = cluster["headGroupSpec"]["template"]["spec"]
+    worker = cluster["workerGroupSpecs"][0]["template"]["spec"]
+    limits = worker["containers"][0]["resources"]["limits"]
+    if request.gpus_per_worker:
+        assert limits[GPU_RESOURCE] == str(request.gpus_per_worker)
+        assert worker["tolerations"] == [
+            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+        # The head stays off GPU nodes: no GPU, no GPU selector, no GPU toleration.
+        assert "nodeSelector" not in head and "tolerations" not in head
+    else:
+        assert GPU_RESOURCE not in limits and "tolerations" not in worker
+    assert GPU_RESOURCE not in head["containers"][0]["resources"]["limits"]
+    assert worker.get("nodeSelector", {}) == pool.node_selector
+
+
+def test_h100_shape() -> None:
+    cluster = render(CASES[2])["raycluster"]["spec"]
+    group = cluster["workerGroupSpecs"][0]
+    assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (4, 4, 4)
+    pod = group["template"]["spec"]
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert pod["containers"][0]["resources"]["limits"] == {
+        "cpu": "176", "memory": "1600Gi", GPU_RESOURCE: "8"}
+    assert cluster["enableInTreeAutoscaling"] is False and "autoscalerOptions" not in cluster
+    assert cluster["authOptions"] == {"mode": "token"}
+    assert cluster["headGroupSpec"]["rayStartParams"]["num-cpus"] == "0"
+
+
+def test_autoscaler_gets_the_same_security_context() -> None:
+    cluster = render(CASES[3])["raycluster"]["spec"]
+    assert cluster["enableInTreeAutoscaling"] is True
+    options = cluster["autoscalerOptions"]
+    assert options["securityContext"] == container_security_context()
+    assert options["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert options["resources"]["requests"] == options["resources"]["limits"]
+    group = cluster["workerGroupSpecs"][0]
+    assert (group["minReplicas"], group["replicas"], group["maxReplicas"]) == (0, 3, 3)
+
+
+def test_auth_secret_is_referenced_by_name_only() -> None:
+    cluster = render(CASES[3])["raycluster"]["spec"]
+    assert cluster["authOptions"] == {"mode": "token", "secretName": "ranker-ray-token"}
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_no_secret_values_rendered(case: Case) -> None:
+    text = json.dumps(render(case))
+    for needle in ("auth_token", "RAY_AUTH_TOKEN", "password", "stringData", '"data"'):
+        assert needle not in text
+
+
+def test_head_only_cluster_schedules_on_the_head() -> None:
+    cluster = build_raycluster(ClusterRequest(name="solo", workers=0), CATALOG)
+    assert "num-cpus" not in cluster["spec"]["headGroupSpec"]["rayStartParams"]
+    assert cluster["spec"]["workerGroupSpecs"][0]["replicas"] == 0
+
+
+def test_builders_validate_the_request() -> None:
+    bad = ClusterRequest(name="r", gpu_pool="h100-80gb", gpus_per_worker=16,
+                         image="rayproject/ray:2.60.0-py311-gpu")
+    with pytest.raises(RequestError) as info:
+        build_raycluster(bad, CATALOG)
+    assert info.value.field == "gpus_per_worker"
+    with pytest.raises(RequestError):
+        build_rayjob(bad, CATALOG, entrypoint="python x.py", submission_id="s")
+
+
+@pytest.mark.parametrize("kwargs,field", [
+    ({"entrypoint": "  ", "submission_id": "s"}, "entrypoint"),
+    ({"entrypoint": "python x.py", "submission_id": ""}, "submission_id"),
+    ({"entrypoint": "python x.py", "submission_id": "has space"}, "submission_id"),
+    ({"entrypoint": "python x.py", "submission_id": "s", "runtime_env": ["pip"]}, "runtime_env"),
+    ({"entrypoint": "python x.py", "submission_id": "s",
+      "runtime_env": {"env_vars": {"HF_TOKEN": "hf_abc"}}},
+     "spec.runtimeEnvYAML.env_vars.HF_TOKEN"),
+    ({"entrypoint": "python x.py", "submission_id": "s", "backoff_limit": -1}, "spec.backoffLimit"),
+])
+def test_rayjob_arguments_are_checked(kwargs: dict, field: str) -> None:
+    with pytest.raises(RequestError) as info:
+        build_rayjob(ClusterRequest(name="r"), CATALOG, **kwargs)
+    assert info.value.field == field
+    assert "hf_abc" not in str(info.value)
