@@ -1,0 +1,57 @@
+"""The embedded default backend: a real local Ray cluster per session, torn down on exit."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from ads_ranking_pipelines.backends.base import ClusterSession, JobSpec, JobStatus, RayBackend
+from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
+from ads_ranking_pipelines.backends.ray_job_api import RayJobApi
+from ads_ranking_pipelines.config.cluster import ClusterRequest
+
+
+class LocalClusterSession(ClusterSession):
+    def __init__(self, cluster: LocalRayCluster):
+        self.cluster = cluster
+        self.name = cluster.name
+        self.dashboard_url = cluster.state.dashboard_url
+        self._api = RayJobApi(cluster.state.dashboard_url, headers=cluster.auth_headers())
+
+    def submit(self, job: JobSpec) -> str:
+        return self._api.submit(job)
+
+    def status(self, job_id: str) -> JobStatus:
+        return self._api.status(job_id)
+
+    def logs(self, job_id: str, follow: bool = True) -> Iterator[str]:
+        return self._api.logs(job_id, follow=follow)
+
+    def stop(self, job_id: str) -> None:
+        self._api.stop(job_id)
+
+
+class LocalRayBackend(RayBackend):
+    """Starts a head + ``request.workers`` worker nodes on 127.0.0.1 for each session.
+
+    ``state_dir`` holds one JSON file per running cluster so the CLI can find clusters again
+    from another process. ``replace_dead_workers`` restarts worker nodes that die.
+    """
+
+    name = "local"
+
+    def __init__(self, state_dir: str | Path, replace_dead_workers: bool = True, start_timeout_s: float = 120):
+        self.state_dir = Path(state_dir)
+        self.replace_dead_workers = replace_dead_workers
+        self.start_timeout_s = start_timeout_s
+
+    @contextlib.contextmanager
+    def session(self, request: ClusterRequest) -> Iterator[LocalClusterSession]:
+        cluster = LocalRayCluster.start(request, self.state_dir, start_timeout_s=self.start_timeout_s)
+        try:
+            if self.replace_dead_workers:
+                cluster.start_monitor()
+            yield LocalClusterSession(cluster)
+        finally:
+            cluster.stop()

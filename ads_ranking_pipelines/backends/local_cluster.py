@@ -1,0 +1,357 @@
+"""A real multi-node Ray cluster on this machine: one head and N worker nodes, all on 127.0.0.1.
+
+Each node is a ``ray start --block`` process in its own process session, so the cluster can be
+stopped by PID (never a global ``ray stop``), found again from another process through a state
+file, and a worker node that dies can be replaced the way KubeRay replaces a pod.
+
+Token auth is on: the cluster gets its own random token in a 0600 file inside its temp dir and
+its own HOME, so nothing is written to the user's ``~/.ray``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import logging
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import requests
+
+from ads_ranking_pipelines.backends.base import BackendError
+from ads_ranking_pipelines.backends.ports import free_ports
+from ads_ranking_pipelines.config.cluster import ClusterRequest
+
+log = logging.getLogger(__name__)
+
+HOST = "127.0.0.1"
+# Ray rewrites 127.0.0.1 / localhost given as a node address into the machine's routable
+# address; another loopback address is taken as given, so every node stays on loopback.
+NODE_IP = "127.0.0.2"
+OBJECT_STORE_BYTES = 256 * 1024**2
+
+
+def _bin_dir() -> str:
+    return str(Path(sys.executable).parent)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child counts as dead
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _pids_mentioning(marker: str) -> list[int]:
+    """PIDs whose command line or environment mentions ``marker`` (our cluster's temp dir)."""
+    found = []
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        for name in ("cmdline", "environ"):
+            try:
+                with open(f"/proc/{entry}/{name}", "rb") as f:
+                    if marker.encode() in f.read():
+                        found.append(int(entry))
+                        break
+            except OSError:
+                break
+    return found
+
+
+@dataclass
+class ClusterState:
+    name: str
+    owner: str
+    request: dict
+    temp_dir: str
+    gcs_address: str
+    dashboard_url: str
+    head_pid: int
+    worker_pids: list[int] = field(default_factory=list)
+    created_at: str = ""
+    controller_pid: int = 0
+
+
+class LocalRayCluster:
+    """Start, find, grow, heal and stop one local Ray cluster."""
+
+    def __init__(self, state: ClusterState, state_dir: Path):
+        self.state = state
+        self.state_dir = state_dir
+        self._procs: dict[int, subprocess.Popen] = {}
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._monitor: threading.Thread | None = None
+        self.replaced_workers = 0
+
+    # ---- paths and environment -------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.state.name
+
+    @property
+    def token_file(self) -> Path:
+        return Path(self.state.temp_dir) / "auth_token"
+
+    def auth_headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token_file.read_text().strip()}"}
+
+    def env(self) -> dict[str, str]:
+        """Environment for every process of this cluster (and for clients that need the token)."""
+        env = dict(os.environ)
+        env.update({
+            "HOME": str(Path(self.state.temp_dir) / "home"),
+            "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN_PATH": str(self.token_file),
+            "RAY_USAGE_STATS_ENABLED": "0",
+            # Teardown is deliberate: no 30 s drain per node.
+            "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
+            "PATH": _bin_dir() + os.pathsep + os.environ.get("PATH", ""),
+            "PYTHONUNBUFFERED": "1",
+        })
+        env.pop("RAY_ADDRESS", None)
+        env.pop("RAY_AUTH_TOKEN", None)
+        return env
+
+    @staticmethod
+    def state_file(state_dir: Path, name: str) -> Path:
+        return state_dir / f"{name}.json"
+
+    def _save(self) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        path = self.state_file(self.state_dir, self.name)
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(asdict(self.state), indent=2))
+        tmp.replace(path)
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    @classmethod
+    def start(cls, request: ClusterRequest, state_dir: str | Path, start_timeout_s: float = 120,
+              object_store_bytes: int = OBJECT_STORE_BYTES) -> "LocalRayCluster":
+        state_dir = Path(state_dir)
+        existing = cls.find(request.name, state_dir)
+        if existing is not None and existing.alive():
+            raise BackendError(f"a local Ray cluster named {request.name!r} is already running "
+                               f"(dashboard {existing.state.dashboard_url}); delete it or pick another name")
+        # Short path: Ray's unix socket paths must stay under ~107 characters.
+        temp_dir = tempfile.mkdtemp(prefix="arp-", dir="/tmp")
+        os.makedirs(Path(temp_dir) / "home", exist_ok=True)
+        token_path = Path(temp_dir) / "auth_token"
+        token_path.touch(mode=0o600)
+        token_path.write_text(secrets.token_hex(32))
+        gcs, dash = free_ports(2)
+        state = ClusterState(
+            name=request.name, owner=request.owner, request=request.model_dump(mode="json"),
+            temp_dir=temp_dir, gcs_address=f"{NODE_IP}:{gcs}", dashboard_url=f"http://{HOST}:{dash}",
+            head_pid=0, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            controller_pid=os.getpid(),
+        )
+        cluster = cls(state, state_dir)
+        cluster._object_store_bytes = object_store_bytes
+        try:
+            head = cluster._spawn([
+                "--head", f"--port={gcs}", f"--dashboard-port={dash}", f"--dashboard-host={HOST}",
+                "--include-dashboard=true", f"--num-cpus={cls.head_cpus(request):g}",
+                f"--temp-dir={temp_dir}",
+            ], role="head")
+            state.head_pid = head.pid
+            cluster._save()
+            cluster._wait_dashboard(start_timeout_s)
+            # One node at a time: several raylets registering at once overload a 2-core GCS.
+            for i in range(request.workers):
+                cluster.add_worker()
+                cluster.wait_for_nodes(2 + i, start_timeout_s)
+        except BaseException:
+            cluster.stop(keep_logs=True)
+            raise
+        return cluster
+
+    @staticmethod
+    def head_cpus(request: ClusterRequest) -> float:
+        """The head schedules no work when there are worker nodes (as on KubeRay: num-cpus 0)."""
+        return 0.0 if request.workers > 0 else request.head_cpus
+
+    def _spawn(self, node_args: list[str], role: str) -> subprocess.Popen:
+        p1, p2, p3, p4, p5, p6, p7 = free_ports(7)
+        cmd = [
+            str(Path(_bin_dir()) / "ray"), "start", "--block", f"--node-ip-address={NODE_IP}",
+            f"--node-manager-port={p1}", f"--object-manager-port={p2}",
+            f"--dashboard-agent-listen-port={p3}", f"--dashboard-agent-grpc-port={p4}",
+            f"--runtime-env-agent-port={p5}", f"--metrics-export-port={p6}",
+            f"--object-store-memory={getattr(self, '_object_store_bytes', OBJECT_STORE_BYTES)}",
+            "--num-gpus=0", "--disable-usage-stats",
+            *node_args,
+        ]
+        if role == "head":
+            cmd.append(f"--ray-client-server-port={p7}")
+        logs = Path(self.state.temp_dir) / f"{role}-{len(self._procs)}.log"
+        out = open(logs, "ab")
+        proc = subprocess.Popen(cmd, env=self.env(), stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.state.temp_dir)
+        out.close()
+        self._procs[proc.pid] = proc
+        return proc
+
+    def add_worker(self) -> int:
+        req = ClusterRequest.model_validate(self.state.request)
+        with self._lock:
+            proc = self._spawn([f"--address={self.state.gcs_address}", f"--num-cpus={req.cpus_per_worker:g}"],
+                               role="worker")
+            self.state.worker_pids.append(proc.pid)
+            self._save()
+        return proc.pid
+
+    def _wait_dashboard(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not _pid_alive(self.state.head_pid):
+                raise BackendError(f"the Ray head of {self.name!r} exited during start; see "
+                                   f"{self.state.temp_dir}/head-0.log")
+            with contextlib.suppress(requests.RequestException):
+                r = requests.get(f"{self.state.dashboard_url}/api/version", headers=self.auth_headers(), timeout=2)
+                if r.status_code == 200:
+                    return
+            time.sleep(0.5)
+        raise BackendError(f"the Ray dashboard of {self.name!r} did not answer within {timeout_s:.0f}s")
+
+    def alive_nodes(self) -> int:
+        r = requests.get(f"{self.state.dashboard_url}/nodes?view=summary", headers=self.auth_headers(), timeout=5)
+        r.raise_for_status()
+        summary = r.json()["data"]["summary"]
+        return sum(1 for n in summary if n.get("raylet", {}).get("state") == "ALIVE")
+
+    def wait_for_nodes(self, n: int, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        seen = 0
+        while time.monotonic() < deadline:
+            with contextlib.suppress(requests.RequestException, KeyError, ValueError):
+                seen = self.alive_nodes()
+                if seen >= n:
+                    return
+            time.sleep(0.5)
+        raise BackendError(f"only {seen} of {n} Ray nodes of {self.name!r} came up within {timeout_s:.0f}s")
+
+    def alive(self) -> bool:
+        return _pid_alive(self.state.head_pid)
+
+    def live_worker_pids(self) -> list[int]:
+        return [p for p in self.state.worker_pids if self._proc_alive(p)]
+
+    def _proc_alive(self, pid: int) -> bool:
+        proc = self._procs.get(pid)
+        if proc is not None:
+            return proc.poll() is None
+        return _pid_alive(pid)
+
+    # ---- healing ---------------------------------------------------------------------------
+    def start_monitor(self, interval_s: float = 1.0) -> None:
+        """Replace worker nodes that die, as KubeRay replaces a failed worker pod."""
+
+        def loop() -> None:
+            while not self._stopping.wait(interval_s):
+                for pid in list(self.state.worker_pids):
+                    if self._stopping.is_set():
+                        return
+                    if not self._proc_alive(pid):
+                        with self._lock:
+                            self.state.worker_pids.remove(pid)
+                            self._save()
+                        log.warning("worker node (pid %s) of %s died; starting a replacement", pid, self.name)
+                        with contextlib.suppress(Exception):
+                            self._kill_group(pid, signal.SIGKILL)
+                        if not self._stopping.is_set():
+                            self.add_worker()
+                            self.replaced_workers += 1
+
+        self._monitor = threading.Thread(target=loop, name=f"ray-node-monitor-{self.name}", daemon=True)
+        self._monitor.start()
+
+    # ---- teardown --------------------------------------------------------------------------
+    @staticmethod
+    def _kill_group(pid: int, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, sig)
+
+    def _reap(self, pid: int, timeout_s: float) -> None:
+        proc = self._procs.get(pid)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if proc is not None and proc.poll() is not None:
+                return
+            if proc is None and not _pid_alive(pid):
+                return
+            time.sleep(0.2)
+
+    def stop(self, timeout_s: float = 20, keep_logs: bool = False) -> None:
+        """Stop this cluster's processes (by PID and process group), then remove its files.
+
+        With ``keep_logs`` the node logs are kept under ``<state_dir>/<name>.logs/``.
+        """
+        self._stopping.set()
+        if self._monitor is not None and self._monitor is not threading.current_thread():
+            self._monitor.join(timeout=5)
+        pids = [*self.state.worker_pids, *([self.state.head_pid] if self.state.head_pid else [])]
+        for pid in pids:
+            self._kill_group(pid, signal.SIGTERM)
+        for pid in pids:
+            self._reap(pid, timeout_s)
+            self._kill_group(pid, signal.SIGKILL)
+            self._reap(pid, 2)
+        # Anything that escaped its group but still names our temp dir is ours too.
+        for _ in range(3):
+            stray = _pids_mentioning(self.state.temp_dir)
+            if not stray:
+                break
+            for pid in stray:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.5)
+        for proc in self._procs.values():
+            with contextlib.suppress(Exception):
+                proc.wait(timeout=1)
+        if keep_logs:
+            dest = self.state_dir / f"{self.name}.logs"
+            shutil.rmtree(dest, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                shutil.copytree(self.state.temp_dir, dest, ignore=shutil.ignore_patterns("sockets", "home", "auth_token", "*.sock", "runtime_resources"), symlinks=True, ignore_dangling_symlinks=True)
+            log.warning("Ray node logs of %s kept in %s", self.name, dest)
+        shutil.rmtree(self.state.temp_dir, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            self.state_file(self.state_dir, self.name).unlink()
+
+    # ---- discovery from another process ----------------------------------------------------
+    @classmethod
+    def find(cls, name: str, state_dir: str | Path) -> "LocalRayCluster | None":
+        path = cls.state_file(Path(state_dir), name)
+        if not path.exists():
+            return None
+        return cls(ClusterState(**json.loads(path.read_text())), Path(state_dir))
+
+    @classmethod
+    def list(cls, state_dir: str | Path) -> list["LocalRayCluster"]:
+        d = Path(state_dir)
+        if not d.is_dir():
+            return []
+        return [c for p in sorted(d.glob("*.json")) if (c := cls.find(p.stem, d)) is not None]
+
+    def leftover_pids(self) -> list[int]:
+        return _pids_mentioning(self.state.temp_dir)
