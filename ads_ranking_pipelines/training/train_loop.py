@@ -12,6 +12,9 @@ Config keys (all JSON-able except the queue):
 ``progress_queue`` a ``ray.util.queue.Queue`` or None; rank 0 puts ``{"kind": ..., ...}`` records
 ``progress_every_s`` seconds between "progress" records (default 5)
 ``shuffle_buffer`` rows of local shuffle buffer in ``iter_batches`` (default 0: none)
+``crash_once``     tests only: ``{"rank": r, "epoch": e, "marker": path}`` makes rank ``r`` kill its
+                   own process (``os._exit``) when epoch ``e`` (1-based) starts, once (the marker
+                   file records that it happened), like a lost worker node
 
 Checkpoint layout (one directory per epoch; Ray Train merges the ranks' files into it):
 ``.metadata`` + ``__<rank>_0.distcp`` (DCP; model + optimizer state, embedding shards as written
@@ -70,6 +73,7 @@ def quiet_warnings() -> None:
     warnings.filterwarnings("ignore", message=".*autograd kernel was not registered.*")
     warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
     warnings.filterwarnings("ignore", message=".*is_fx_tracing.*")
+    warnings.filterwarnings("ignore", message=".*NumPy array is not writable.*")
 
 
 def checkpoint_state(sm: ShardedModel) -> dict[str, Any]:
@@ -119,6 +123,7 @@ def run_worker(
     progress_every_s: float = 5.0,
     local_world_size: int | None = None,
     log: Callable[[str], None] = print,
+    on_epoch_start: Callable[[int], None] | None = None,
 ) -> WorkerSummary:
     """Train ``params.epochs`` epochs (minus those already in ``resume_dir``) on this rank.
 
@@ -145,8 +150,10 @@ def run_worker(
         start_epoch, global_step = int(state["epochs_done"]), int(state["global_step"])
         if rank == 0:
             log(f"[train] resumed from {resume_dir}: {start_epoch} epoch(s) done, step {global_step}")
-            if progress:
-                progress({"kind": "resumed", "epochs_done": start_epoch, "global_step": global_step})
+    if rank == 0 and progress:
+        # one per worker-group start: the driver counts restarts and sees where each began
+        progress({"kind": "started", "epochs_done": start_epoch, "global_step": global_step,
+                  "resumed": bool(resume_dir), "world_size": world})
 
     summary = WorkerSummary(rank=rank, start_epoch=start_epoch, epochs_done=start_epoch,
                             global_step=global_step, plan_summary=sm.plan_summary)
@@ -154,6 +161,8 @@ def run_worker(
     sm.model.train()
 
     for epoch in range(start_epoch, params.epochs):
+        if on_epoch_start is not None:
+            on_epoch_start(epoch + 1)
         t0 = time.perf_counter()
         last_progress = t0
         loss_sum = torch.zeros((), dtype=torch.float64, device=device)
@@ -285,9 +294,23 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         _run(params, feature_spec, device, batches, report, None, progress, config, ctx)
 
 
+def _crash_hook(spec: Mapping[str, Any] | None, rank: int) -> Callable[[int], None] | None:
+    if not spec or int(spec["rank"]) != rank:
+        return None
+
+    def hook(epoch: int) -> None:
+        if epoch == int(spec["epoch"]) and not os.path.exists(spec["marker"]):
+            with open(spec["marker"], "w") as f:
+                f.write(f"rank {rank} exited at the start of epoch {epoch}\n")
+            print(f"[train] crash_once: rank {rank} exits at the start of epoch {epoch}", flush=True)
+            os._exit(1)
+    return hook
+
+
 def _run(params, feature_spec, device, batches, report, resume_dir, progress, config, ctx) -> None:
     run_worker(params, feature_spec, device=device, batches=batches, report=report,
                resume_dir=resume_dir, progress=progress,
                progress_every_s=float(config.get("progress_every_s", 5.0)),
                local_world_size=ctx.get_local_world_size(),
-               log=lambda m: print(m, flush=True))
+               log=lambda m: print(m, flush=True),
+               on_epoch_start=_crash_hook(config.get("crash_once"), ctx.get_world_rank()))

@@ -61,6 +61,7 @@ class TrainResult:
     resumed_from_epoch: int = 0      # epochs already done when this run started (0: fresh)
     epoch_history: list[dict[str, Any]] = field(default_factory=list)
     checkpoint_paths: list[str] = field(default_factory=list)
+    worker_restarts: int = 0         # times the worker group was restarted (and resumed) mid-run
 
     @property
     def sharding_plan_text(self) -> str:
@@ -106,6 +107,7 @@ class _ProgressPump:
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.epochs: list[dict[str, Any]] = []
+        self.starts: list[dict[str, Any]] = []
         self.plan: str | None = None
         self.thread = threading.Thread(target=self._run, name="train-progress", daemon=True)
 
@@ -147,8 +149,11 @@ class _ProgressPump:
                     return
                 if kind == "epoch":
                     self.epochs.append(record)
-                if kind == "resumed":
-                    self.reporter.log(f"training resumed from a checkpoint: {record}")
+                if kind == "started":
+                    self.starts.append(record)
+                    if record.get("resumed"):
+                        self.reporter.log(f"workers resumed from a checkpoint with "
+                                          f"{record.get('epochs_done')} epoch(s) done")
                 values = {k: v for k, v in record.items() if isinstance(v, (int, float, str, bool))}
                 self.reporter.metrics(kind, values)
             except Exception as e:       # a broken reporter must not kill the driver
@@ -166,10 +171,18 @@ def load_unsharded(checkpoint_dir: str, params: TrainingParams, feature_spec: Fe
 
 
 def _checkpoint_dirs(run_dir: str) -> list[str]:
-    return [fs.join(run_dir, n) for n in fs.list_dir(run_dir) if n.startswith("checkpoint_")]
+    """The run's checkpoint folders (Ray Train names them ``checkpoint_<timestamp>``), oldest first."""
+    return [fs.join(run_dir, n) for n in fs.list_dir(run_dir)
+            if n.startswith("checkpoint_") and fs.is_dir(fs.join(run_dir, n))]
 
 
-def train(spec: TrainJobSpec, reporter: Reporter) -> TrainResult:
+def train(spec: TrainJobSpec, reporter: Reporter, *,
+          worker_config: dict[str, Any] | None = None) -> TrainResult:
+    """Train ``spec`` and write its model version; see the module docstring.
+
+    ``worker_config`` adds keys to the workers' config (``shuffle_buffer``, ``progress_every_s``,
+    and for tests ``crash_once``; see ``train_loop``).
+    """
     import ray
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
@@ -195,6 +208,7 @@ def train(spec: TrainJobSpec, reporter: Reporter) -> TrainResult:
         "feature_spec": dataclasses.asdict(feature_spec),
         "progress_queue": progress_q,
         "progress_every_s": 5.0,
+        **(worker_config or {}),
     }
     storage = fs.normalize(spec.ray_storage_uri)
     trainer = TorchTrainer(
@@ -233,7 +247,12 @@ def train(spec: TrainJobSpec, reporter: Reporter) -> TrainResult:
         raise RuntimeError(f"last checkpoint has {epochs_done} epoch(s), expected {params.epochs}")
     last = state.get("metrics", {})
     history = pump.epochs or [last]
-    resumed_from = int(history[0]["epoch"]) - 1 if history and "epoch" in history[0] else 0
+    # epochs already done when the first worker group started (a re-launched run), and how
+    # often the group was restarted (a lost worker) and resumed from a checkpoint
+    resumed_from = int(pump.starts[0]["epochs_done"]) if pump.starts else 0
+    restarts = max(0, len(pump.starts) - 1)
+    if restarts:
+        reporter.log(f"the worker group was restarted {restarts} time(s) and resumed from checkpoints")
     plan = state.get("sharding_plan") or {}
     reporter.log("sharding plan:\n" + format_plan(plan))
 
@@ -250,7 +269,8 @@ def train(spec: TrainJobSpec, reporter: Reporter) -> TrainResult:
         wall_seconds=0.0,
         resumed_from_epoch=resumed_from,
         epoch_history=history,
-        checkpoint_paths=_checkpoint_dirs(run_dir) if "://" not in run_dir or fs.exists(run_dir) else [],
+        checkpoint_paths=_checkpoint_dirs(run_dir),
+        worker_restarts=restarts,
     )
     save_model_version(spec.model_uri, model, params, feature_spec, extra_manifest={
         "model_version": spec.model_version,
