@@ -214,8 +214,10 @@ class LocalRayCluster:
     def add_worker(self) -> int:
         req = ClusterRequest.model_validate(self.state.request)
         with self._lock:
-            proc = self._spawn([f"--address={self.state.gcs_address}", f"--num-cpus={req.cpus_per_worker:g}"],
-                               role="worker")
+            # All nodes share one session log dir here: only the head's log monitor may forward
+            # worker output to drivers, or every line arrives once per node.
+            proc = self._spawn([f"--address={self.state.gcs_address}", f"--num-cpus={req.cpus_per_worker:g}",
+                                "--include-log-monitor=false"], role="worker")
             self.state.worker_pids.append(proc.pid)
             self._save()
         return proc.pid

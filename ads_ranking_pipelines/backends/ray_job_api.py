@@ -14,10 +14,15 @@ from ads_ranking_pipelines.backends.base import BackendError, JobSpec, JobState,
 
 # Lines from Ray worker processes arrive prefixed like "(RayTrainWorker pid=123, ip=1.2.3.4) ".
 RAY_LINE_PREFIX = re.compile(r"^\((?P<who>[^()]*?pid=\d+[^()]*)\)\s?")
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def strip_ansi(line: str) -> str:
+    return ANSI_ESCAPE.sub("", line)
 
 
 def strip_ray_prefix(line: str) -> str:
-    return RAY_LINE_PREFIX.sub("", line, count=1)
+    return RAY_LINE_PREFIX.sub("", strip_ansi(line), count=1)
 
 
 class RayJobApi:

@@ -1,0 +1,64 @@
+"""Typed Dagster run config, turned into the pure models of ``config`` before anything starts.
+
+Dagster does not refuse a pydantic constraint at launch (the run starts and the step fails),
+so these classes carry types, defaults and descriptions only; ``to_params`` validates against
+``TrainingParams`` and raises a ``dg.Failure`` naming each bad field and its valid range.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+from pydantic import Field, ValidationError
+
+from ads_ranking_pipelines.config.errors import format_validation_error
+from ads_ranking_pipelines.config.training import TrainingParams
+
+_DEFAULTS = TrainingParams()
+
+
+def _f(name: str):
+    info = TrainingParams.model_fields[name]
+    default = getattr(_DEFAULTS, name)
+    if isinstance(default, tuple):
+        default = list(default)
+    return Field(default=default, description=info.description)
+
+
+class TrainingConfig(dg.Config):
+    """Run config of ``trained_model`` (the launchpad form)."""
+
+    model_name: str = _f("model_name")
+    dataset_window_days: int = _f("dataset_window_days")
+    gpu_pool: str = _f("gpu_pool")
+    num_workers: int = _f("num_workers")
+    gpus_per_worker: int = _f("gpus_per_worker")
+    cpus_per_worker: float = _f("cpus_per_worker")
+    epochs: int = _f("epochs")
+    batch_size: int = _f("batch_size")
+    learning_rate: float = _f("learning_rate")
+    embedding_dim: int = _f("embedding_dim")
+    hash_buckets: int = _f("hash_buckets")
+    dense_arch: list[int] = _f("dense_arch")
+    over_arch: list[int] = _f("over_arch")
+    seed: int = _f("seed")
+    max_failures: int = _f("max_failures")
+
+    def to_params(self) -> TrainingParams:
+        return params_or_failure(self.model_dump())
+
+
+def params_or_failure(values: dict) -> TrainingParams:
+    try:
+        return TrainingParams.model_validate(values)
+    except ValidationError as exc:
+        raise dg.Failure(description=format_validation_error(exc, TrainingParams), allow_retries=False) from None
+
+
+class EvaluationConfig(dg.Config):
+    """Gates of a new model version (asset checks on ``model_evaluation``)."""
+
+    max_auc_drop_vs_champion: float = Field(0.005, description="A new version may trail the champion's AUC by at most this.")
+    max_auc_gap_vs_baseline: float = Field(0.02, description="A new version may trail the XGBoost baseline's AUC by at most this.")
+    min_calibration: float = Field(0.7, description="Lowest acceptable mean prediction / observed CTR.")
+    max_calibration: float = Field(1.4, description="Highest acceptable mean prediction / observed CTR.")
+    promote: bool = Field(True, description="Make the version champion when every check passes.")

@@ -1,0 +1,172 @@
+"""Dagster Pipes over any backend's Ray job: logs and metrics stream into the run as it goes.
+
+We evaluated dagster-ray's ``PipesRayJobClient`` first. It is tied to ``JobSubmissionClient``
+(so it cannot follow a KubeRay RayJob's submitter pod), forwards plain log lines to the step's
+stdout rather than the event log, and cannot parse Pipes messages from Ray worker processes
+(their lines carry a ``(Worker pid=…)`` prefix). This client keeps its shape — env-var context
+injection, a message reader following the job's log, job stop on interruption — on Dagster's
+Pipes primitives, over our backend interface.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import dagster as dg
+from dagster import PipesEnvContextInjector, PipesMessageHandler, PipesMessageReader, open_pipes_session
+from dagster._core.errors import DagsterExecutionInterruptedError
+from dagster._core.pipes.client import PipesClientCompletedInvocation
+from dagster_pipes import PIPES_PROTOCOL_VERSION_FIELD, PipesDefaultMessageWriter, PipesParams
+
+from ads_ranking_pipelines.backends.base import ClusterSession, JobSpec, JobState
+from ads_ranking_pipelines.backends.ray_job_api import strip_ansi, strip_ray_prefix
+
+JOB_ID_KEY = "ray_job_id"
+# Kinds of custom messages that are shown live in the event log as asset observations.
+LIVE_METRIC_KINDS = frozenset({"epoch", "progress", "dataset", "evaluation", "inference"})
+
+
+def parse_pipes_message(line: str) -> dict | None:
+    text = strip_ray_prefix(line).strip()
+    if not text.startswith("{") or PIPES_PROTOCOL_VERSION_FIELD not in text:
+        return None
+    try:
+        msg = json.loads(text)
+    except ValueError:
+        return None
+    return msg if isinstance(msg, dict) and PIPES_PROTOCOL_VERSION_FIELD in msg else None
+
+
+class BackendJobLogReader(PipesMessageReader):
+    """Follows a job's driver log through the backend session.
+
+    Pipes messages go to the handler; every other line becomes an info entry in the Dagster
+    event log; metric custom messages are also recorded live as asset observations.
+    """
+
+    def __init__(self, session: ClusterSession, context: Any, drain_timeout_s: float = 60.0,
+                 forward_lines: bool = True):
+        self._session = session
+        self._context = context
+        self._drain_timeout_s = drain_timeout_s
+        self._forward_lines = forward_lines
+        self._job_id: str | None = None
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.lines_forwarded = 0
+        self.messages_received = 0
+
+    def on_launched(self, launched_payload: Any) -> None:
+        self._job_id = launched_payload["extras"][JOB_ID_KEY]
+        super().on_launched(launched_payload)
+
+    def messages_are_readable(self, params: PipesParams) -> bool:
+        return self._job_id is not None
+
+    @contextlib.contextmanager
+    def read_messages(self, handler: PipesMessageHandler) -> Iterator[PipesParams]:
+        self._thread = threading.Thread(target=self._pump, args=(handler,), daemon=True,
+                                        name="pipes-ray-job-log")
+        self._thread.start()
+        try:
+            yield {PipesDefaultMessageWriter.STDIO_KEY: PipesDefaultMessageWriter.STDOUT}
+        finally:
+            self._closed.set()
+            self._thread.join(timeout=self._drain_timeout_s)
+
+    def no_messages_debug_text(self) -> str:
+        return "Read the Ray job's driver log through the backend; no Pipes messages were found in it."
+
+    def _pump(self, handler: PipesMessageHandler) -> None:
+        while self._job_id is None and not self._closed.is_set():
+            time.sleep(0.05)
+        if self._job_id is None:
+            return
+        try:
+            for line in self._session.logs(self._job_id, follow=True):
+                if not line.strip():
+                    continue
+                msg = parse_pipes_message(line)
+                if msg is None:
+                    if self._forward_lines:
+                        self._context.log.info(strip_ansi(line).rstrip())
+                        self.lines_forwarded += 1
+                    continue
+                self.messages_received += 1
+                handler.handle_message(msg)
+                self._observe(msg)
+        except Exception as exc:  # a broken log stream must not fail the step by itself
+            self._context.log.warning(f"[pipes] following the log of Ray job {self._job_id} failed: {exc}")
+
+    def _observe(self, msg: dict) -> None:
+        if msg.get("method") != "report_custom_message":
+            return
+        payload = (msg.get("params") or {}).get("payload") or {}
+        kind, values = payload.get("kind"), payload.get("values")
+        if kind not in LIVE_METRIC_KINDS or not isinstance(values, dict):
+            return
+        metadata = {k: v for k, v in values.items() if isinstance(v, (int, float, str, bool))}
+        metadata["kind"] = kind
+        try:
+            self._context.log_event(dg.AssetObservation(
+                asset_key=self._context.asset_key,
+                partition=self._context.partition_key if self._context.has_partition_key else None,
+                metadata=metadata,
+            ))
+        except Exception:
+            self._context.log.info(f"[metrics:{kind}] {json.dumps(metadata, sort_keys=True, default=str)}")
+
+
+@dataclasses.dataclass
+class RayJobOutcome:
+    job_id: str
+    state: JobState
+    message: str
+    result: dict[str, Any]
+    custom_messages: list[Any]
+    lines_forwarded: int
+
+
+def run_ray_job(context: Any, session: ClusterSession, job: JobSpec, poll_interval_s: float = 1.0,
+                extras: dict[str, Any] | None = None) -> RayJobOutcome:
+    """Submit ``job`` with the Pipes bootstrap, stream it into ``context``, wait, return its result.
+
+    Raises ``dg.Failure`` (with KubeRay's / Ray's reason verbatim) when the job does not
+    succeed; stops the job if the Dagster run is interrupted.
+    """
+    reader = BackendJobLogReader(session, context)
+    with open_pipes_session(context=context, message_reader=reader,
+                            context_injector=PipesEnvContextInjector(), extras=extras) as pipes:
+        job = dataclasses.replace(job, env_vars={**job.env_vars, **pipes.get_bootstrap_env_vars()})
+        job_id = session.submit(job)
+        context.log.info(f"[pipes] Ray job {job_id} submitted to {session.name} "
+                         f"({session.dashboard_url or 'no dashboard'})")
+        pipes.report_launched({"extras": {JOB_ID_KEY: job_id}})
+        try:
+            while True:
+                status = session.status(job_id)
+                if status.state.terminal:
+                    break
+                time.sleep(poll_interval_s)
+        except (DagsterExecutionInterruptedError, KeyboardInterrupt):
+            context.log.warning(f"[pipes] run interrupted: stopping Ray job {job_id}")
+            session.stop(job_id)
+            raise
+    custom = pipes.get_custom_messages()
+    result = next((m["values"] for m in reversed(custom)
+                   if isinstance(m, dict) and m.get("kind") == "result"), {})
+    outcome = RayJobOutcome(job_id, status.state, status.message, result, custom, reader.lines_forwarded)
+    if status.state != JobState.SUCCEEDED:
+        raise dg.Failure(
+            description=f"Ray job {job_id} ended {status.state.value}: {status.message}",
+            metadata={"ray_job_id": job_id, "state": status.state.value},
+        )
+    if not result:
+        raise dg.Failure(description=f"Ray job {job_id} succeeded but reported no result over Pipes")
+    return outcome

@@ -1,0 +1,58 @@
+"""Checks of the input data that run before any cluster starts."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import dagster as dg
+
+from ads_ranking_pipelines.config.source import SourceConfig
+from ads_ranking_pipelines.events.layout import (
+    EventLayoutError,
+    check_labels,
+    check_window,
+    ensure_synthetic_days,
+    format_days,
+    validate_schema,
+)
+
+
+def _ready(source: SourceConfig, days: list[dt.date], log: Any) -> None:
+    if source.kind == "synthetic":
+        written = ensure_synthetic_days(source, days)
+        if written:
+            log.info(f"generated synthetic events for {format_days(written)} under {source.uri}")
+    else:
+        check_window(source, days)
+    for day in days:
+        validate_schema(source, day)
+
+
+def check_events(source: SourceConfig, days: list[dt.date], log: Any) -> dict[str, Any]:
+    """Make sure ``days`` exist and have the declared columns; return their label counts."""
+    try:
+        _ready(source, days, log)
+        counts = check_labels(source, days)
+    except EventLayoutError as exc:
+        raise dg.Failure(description=str(exc), allow_retries=False) from None
+    rows = int(counts["rows"])
+    meta: dict[str, Any] = {"rows": rows, "positives": int(counts["positives"]),
+                            "ctr": counts["positives"] / rows if rows else 0.0}
+    if source.kind == "synthetic" and len(days) == 1:
+        from ads_ranking_pipelines.events.synthetic import oracle_metrics
+
+        meta["oracle_auc"] = oracle_metrics(days[0], source.synthetic)["oracle_auc"]
+    return meta
+
+
+def check_training_window(source: SourceConfig, train_days: list[dt.date], eval_day: dt.date,
+                          log: Any) -> dict[str, Any]:
+    """The window and the held-out day must be complete, well-formed and have both classes."""
+    try:
+        _ready(source, [*train_days, eval_day], log)
+        window = check_labels(source, train_days)
+        check_labels(source, [eval_day])
+    except EventLayoutError as exc:
+        raise dg.Failure(description=str(exc), allow_retries=False) from None
+    return {"train_rows": int(window["rows"])}
