@@ -38,7 +38,6 @@ from ads_ranking_pipelines.training.sharding import format_plan
 from ads_ranking_pipelines.training.spec import TrainJobSpec
 from ads_ranking_pipelines.training.train_loop import (
     DATASET_NAME,
-    TRAIN_STATE_FILE,
     quiet_warnings,
     read_train_state,
     train_loop_per_worker,

@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 
-import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F

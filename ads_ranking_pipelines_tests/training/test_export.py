@@ -2,11 +2,9 @@ import json
 import os
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 
-from ads_ranking_pipelines.storage import fs
 from ads_ranking_pipelines.training import export
 from ads_ranking_pipelines.training.batches import make_batch
 from ads_ranking_pipelines.training.export import (
