@@ -1,0 +1,381 @@
+"""A thin client for KubeRay objects and their pods over the official ``kubernetes`` client.
+
+What it adds to ``CustomObjectsApi`` / ``CoreV1Api``:
+
+* **Retries.** 429 and 5xx answers, and connections that fail or time out, are retried with
+  bounded exponential backoff (:class:`RetryPolicy`); a ``Retry-After`` header is honoured
+  (capped). Other 4xx answers are never retried: they would fail the same way again.
+* **Idempotent create.** Every object we create carries a fresh random
+  ``ads-ranking.io/creation-token`` annotation. When a create answers 409 AlreadyExists we
+  read the existing object: if it carries *our* token, an earlier attempt of this very call
+  reached the server (the answer was lost to a timeout or a 5xx) and the object is returned as
+  ours. Any other object of that name - made by someone else, or by an earlier run - is not
+  touched and :class:`Conflict` is raised naming it and its owner labels. We never adopt or
+  overwrite an object we did not create in this call.
+* **Typed errors** (:class:`KubeError`, :class:`NotFound`, :class:`Conflict`) carrying the
+  API server's ``Status`` reason and message verbatim.
+* **Pod log streaming** line by line with ``follow``.
+
+How to reach the API server is the caller's explicit choice: :meth:`KubeRayClient.from_kubeconfig`
+(a laptop: a kubeconfig file and context), :meth:`KubeRayClient.in_cluster` (a pod with a
+service account) or :meth:`KubeRayClient.for_host` (a URL such as ``kubectl proxy``, or a test
+server). Nothing here changes the ``kubernetes`` package's global default configuration.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import random
+import secrets
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+GROUP = "ray.io"
+VERSION = "v1"
+RAYJOBS = "rayjobs"
+RAYCLUSTERS = "rayclusters"
+PLURALS = (RAYJOBS, RAYCLUSTERS)
+CREATION_TOKEN_ANNOTATION = "ads-ranking.io/creation-token"
+
+__all__ = [
+    "CREATION_TOKEN_ANNOTATION", "Conflict", "KubeError", "KubeRayClient", "NotFound",
+    "RAYCLUSTERS", "RAYJOBS", "RetryPolicy", "creation_token", "new_creation_token",
+    "parse_retry_after",
+]
+
+
+class KubeError(RuntimeError):
+    """An API call that failed for good. ``status`` is the HTTP status (0: no answer),
+    ``reason`` and ``message`` come verbatim from the API server's ``Status`` object."""
+
+    def __init__(self, action: str, status: int, reason: str = "", message: str = "",
+                 attempts: int = 1) -> None:
+        self.action = action
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.attempts = attempts
+        where = f"HTTP {status}" if status else "no answer"
+        text = f"{action} failed ({where}"
+        text += f", {reason})" if reason else ")"
+        if message:
+            text += f": {message}"
+        if attempts > 1:
+            text += f" [after {attempts} attempts]"
+        super().__init__(text)
+
+
+class NotFound(KubeError):
+    """404: the object does not exist (any more)."""
+
+
+class Conflict(KubeError):
+    """409 on create: an object of that name exists and is not the one this call made."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded exponential backoff for 429, 5xx and failed connections.
+
+    Attempt *n* (1-based) that fails waits ``initial_delay_s * multiplier**(n-1)`` (at most
+    ``max_delay_s``, plus up to ``jitter`` of it at random) or, when the server sent
+    ``Retry-After``, that long (at most ``max_retry_after_s``). After ``max_attempts``
+    attempts the last error is raised.
+    """
+
+    max_attempts: int = 6
+    initial_delay_s: float = 0.5
+    multiplier: float = 2.0
+    max_delay_s: float = 10.0
+    max_retry_after_s: float = 60.0
+    jitter: float = 0.1
+
+    def delay(self, attempt: int, retry_after_s: float | None = None) -> float:
+        if retry_after_s is not None:
+            return max(0.0, min(retry_after_s, self.max_retry_after_s))
+        base = min(self.initial_delay_s * self.multiplier ** (attempt - 1), self.max_delay_s)
+        return base * (1 + self.jitter * random.random())
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _status_fields(body: Any) -> tuple[str, str]:
+    """``reason`` and ``message`` of a Kubernetes ``Status`` body (bytes or str)."""
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    if not body:
+        return "", ""
+    try:
+        data = json.loads(body)
+    except (TypeError, ValueError):
+        return "", str(body).strip()[:500]
+    if not isinstance(data, dict):
+        return "", ""
+    return str(data.get("reason") or ""), str(data.get("message") or "")
+
+
+def new_creation_token() -> str:
+    return secrets.token_hex(16)
+
+
+def creation_token(obj: Mapping[str, Any]) -> str | None:
+    """The creation-token annotation of an object, if any."""
+    return ((obj.get("metadata") or {}).get("annotations") or {}).get(CREATION_TOKEN_ANNOTATION)
+
+
+def _retryable_status(status: int) -> bool:
+    return status == 429 or 500 <= status <= 599
+
+
+class KubeRayClient:
+    """RayJobs, RayClusters (``ray.io/v1``, incl. the status subresource), pods and pod logs.
+
+    ``api_client`` is a configured ``kubernetes.client.ApiClient``; use the constructors below
+    to build one. ``request_timeout_s`` bounds every call except log streaming (whose read
+    timeout is ``stream_read_timeout_s``).
+    """
+
+    def __init__(self, api_client: Any, *, retry: RetryPolicy | None = None,
+                 request_timeout_s: float = 30.0, stream_read_timeout_s: float | None = 300.0,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        from kubernetes import client as k8s
+
+        self.api_client = api_client
+        self.retry = retry or RetryPolicy()
+        self.request_timeout_s = request_timeout_s
+        self.stream_read_timeout_s = stream_read_timeout_s
+        self._sleep = sleep
+        self._custom = k8s.CustomObjectsApi(api_client)
+        self._core = k8s.CoreV1Api(api_client)
+
+    # ---- construction: the caller picks how to reach the API server -----------------------
+    @classmethod
+    def from_kubeconfig(cls, *, context: str | None = None, config_file: str | None = None,
+                        **kwargs: Any) -> "KubeRayClient":
+        """From a kubeconfig (``config_file``; None: ``$KUBECONFIG`` or ``~/.kube/config`` as
+        the kubernetes package resolves it) and ``context`` (None: its current context)."""
+        from kubernetes import client as k8s, config as k8s_config
+
+        configuration = k8s.Configuration()
+        try:
+            k8s_config.load_kube_config(config_file=config_file, context=context,
+                                        client_configuration=configuration,
+                                        persist_config=False)
+        except k8s_config.ConfigException as exc:
+            raise KubeError("loading kubeconfig", 0, "ConfigException", str(exc)) from exc
+        return cls(k8s.ApiClient(configuration), **kwargs)
+
+    @classmethod
+    def in_cluster(cls, **kwargs: Any) -> "KubeRayClient":
+        """From the pod's service account (``KUBERNETES_SERVICE_HOST`` and the mounted token)."""
+        from kubernetes import client as k8s, config as k8s_config
+
+        configuration = k8s.Configuration()
+        try:
+            k8s_config.load_incluster_config(client_configuration=configuration)
+        except k8s_config.ConfigException as exc:
+            raise KubeError("loading in-cluster config", 0, "ConfigException", str(exc)) from exc
+        return cls(k8s.ApiClient(configuration), **kwargs)
+
+    @classmethod
+    def for_host(cls, host: str, **kwargs: Any) -> "KubeRayClient":
+        """A plain URL with no credentials, e.g. ``http://127.0.0.1:8001`` (``kubectl proxy``)."""
+        from kubernetes import client as k8s
+
+        configuration = k8s.Configuration()
+        configuration.host = host.rstrip("/")
+        return cls(k8s.ApiClient(configuration), **kwargs)
+
+    def close(self) -> None:
+        self.api_client.close()
+
+    # ---- the retry loop ------------------------------------------------------------------
+    def _call(self, action: str, fn: Callable[[], Any]) -> Any:
+        import urllib3
+        from kubernetes.client.exceptions import ApiException
+
+        attempt = 0
+        while True:
+            attempt += 1
+            retry_after: float | None = None
+            try:
+                return fn()
+            except ApiException as exc:
+                status = int(exc.status or 0)
+                reason, message = _status_fields(exc.body)
+                if not reason:
+                    reason = str(exc.reason or "")
+                if status == 404:
+                    raise NotFound(action, status, reason, message, attempt) from None
+                retryable = status == 0 or _retryable_status(status)
+                if not retryable or attempt >= self.retry.max_attempts:
+                    cls = Conflict if status == 409 else KubeError
+                    raise cls(action, status, reason, message, attempt) from None
+                headers = exc.headers or {}
+                retry_after = parse_retry_after(headers.get("Retry-After")) if status in (429, 503) \
+                    else None
+                log.warning("%s: HTTP %s %s; retrying (attempt %d of %d)", action, status, reason,
+                            attempt, self.retry.max_attempts)
+            except urllib3.exceptions.HTTPError as exc:
+                if attempt >= self.retry.max_attempts:
+                    raise KubeError(action, 0, type(exc).__name__, str(exc), attempt) from None
+                log.warning("%s: %s; retrying (attempt %d of %d)", action, type(exc).__name__,
+                            attempt, self.retry.max_attempts)
+            self._sleep(self.retry.delay(attempt, retry_after))
+
+    # ---- custom objects --------------------------------------------------------------------
+    def create(self, plural: str, namespace: str, body: Mapping[str, Any], *,
+               token: str | None = None) -> dict[str, Any]:
+        """Create ``body``; idempotent across retries (see the module docstring on 409).
+
+        ``token`` (default: a fresh one) is written to the creation-token annotation; a caller
+        that wants to recognise the object later - even after an interrupted call - makes it
+        with :func:`new_creation_token` and keeps it.
+        """
+        body = json.loads(json.dumps(body))  # a private deep copy we may annotate
+        metadata = body.setdefault("metadata", {})
+        token = token or new_creation_token()
+        metadata.setdefault("annotations", {})[CREATION_TOKEN_ANNOTATION] = token
+        name = metadata.get("name", "?")
+        action = f"create {plural}/{name} in {namespace}"
+        try:
+            return self._call(action, lambda: self._custom.create_namespaced_custom_object(
+                GROUP, VERSION, namespace, plural, body, field_validation="Strict",
+                _request_timeout=self.request_timeout_s))
+        except Conflict as exc:
+            try:
+                existing = self.get(plural, namespace, name)
+            except NotFound:
+                raise exc from None
+            annotations = (existing.get("metadata") or {}).get("annotations") or {}
+            if annotations.get(CREATION_TOKEN_ANNOTATION) == token:
+                log.info("%s: an earlier attempt of this call created it; using it", action)
+                return existing
+            labels = (existing.get("metadata") or {}).get("labels") or {}
+            owner = labels.get("ads-ranking.io/owner") or labels.get("app.kubernetes.io/managed-by")
+            raise Conflict(action, 409, "AlreadyExists",
+                           f"{plural}/{name} already exists in {namespace} and was not created by "
+                           f"this call (owner label: {owner or 'none'}); it is left untouched - "
+                           "pick another name or delete it first", exc.attempts) from None
+
+    def get(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        return self._call(f"get {plural}/{name} in {namespace}",
+                          lambda: self._custom.get_namespaced_custom_object(
+                              GROUP, VERSION, namespace, plural, name,
+                              _request_timeout=self.request_timeout_s))
+
+    def get_status(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        """The object read through its ``/status`` subresource."""
+        return self._call(f"get {plural}/{name}/status in {namespace}",
+                          lambda: self._custom.get_namespaced_custom_object_status(
+                              GROUP, VERSION, namespace, plural, name,
+                              _request_timeout=self.request_timeout_s))
+
+    def list(self, plural: str, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
+        result = self._call(f"list {plural} in {namespace}",
+                            lambda: self._custom.list_namespaced_custom_object(
+                                GROUP, VERSION, namespace, plural, label_selector=label_selector,
+                                _request_timeout=self.request_timeout_s))
+        return list(result.get("items") or [])
+
+    def delete(self, plural: str, namespace: str, name: str,
+               propagation_policy: str = "Foreground") -> bool:
+        """Delete; False when it was already gone. ``Foreground`` keeps the object until the
+        garbage collector has removed what it owns (a RayJob's RayCluster and submitter Job)."""
+        try:
+            self._call(f"delete {plural}/{name} in {namespace}",
+                       lambda: self._custom.delete_namespaced_custom_object(
+                           GROUP, VERSION, namespace, plural, name,
+                           propagation_policy=propagation_policy,
+                           _request_timeout=self.request_timeout_s))
+        except NotFound:
+            return False
+        return True
+
+    def exists(self, plural: str, namespace: str, name: str) -> bool:
+        try:
+            self.get(plural, namespace, name)
+        except NotFound:
+            return False
+        return True
+
+    def wait_deleted(self, plural: str, namespace: str, name: str, timeout_s: float,
+                     poll_interval_s: float = 0.5) -> bool:
+        """Poll until the object is gone; False if it is still there after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if not self.exists(plural, namespace, name):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            self._sleep(poll_interval_s)
+
+    # ---- pods ------------------------------------------------------------------------------
+    def list_pods(self, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
+        """Pods as plain dicts in the API's field names (``metadata``, ``status.phase``…)."""
+        result = self._call(f"list pods in {namespace}",
+                            lambda: self._core.list_namespaced_pod(
+                                namespace, label_selector=label_selector,
+                                _request_timeout=self.request_timeout_s))
+        return [self.api_client.sanitize_for_serialization(p) for p in result.items or []]
+
+    def read_pod_log(self, namespace: str, name: str, container: str | None = None,
+                     timestamps: bool = False) -> str:
+        # Read raw: the generated client turns the bytes into "b'...'" when it deserializes.
+        response = self._call(f"read log of pod {name} in {namespace}",
+                              lambda: self._core.read_namespaced_pod_log(
+                                  name, namespace, container=container, timestamps=timestamps,
+                                  _preload_content=False, _request_timeout=self.request_timeout_s))
+        try:
+            return response.data.decode("utf-8", "replace")
+        finally:
+            response.release_conn()
+
+    def stream_pod_log(self, namespace: str, name: str, container: str | None = None,
+                       timestamps: bool = False, since_seconds: int | None = None) -> Iterator[str]:
+        """Follow a pod's log, yielding whole lines (without the newline) until the server
+        closes the stream (the container ended). Opening the stream is retried; a stream that
+        breaks later raises ``urllib3`` errors for the caller to reattach."""
+        kwargs: dict[str, Any] = {"container": container, "follow": True,
+                                  "timestamps": timestamps}
+        if since_seconds is not None:
+            kwargs["since_seconds"] = max(1, int(since_seconds))
+        response = self._call(f"follow log of pod {name} in {namespace}",
+                              lambda: self._core.read_namespaced_pod_log(
+                                  name, namespace, _preload_content=False,
+                                  _request_timeout=(self.request_timeout_s,
+                                                    self.stream_read_timeout_s),
+                                  **kwargs))
+        pending = b""
+        try:
+            for chunk in response.stream(amt=65536, decode_content=True):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    yield line.decode("utf-8", "replace").rstrip("\r")
+            if pending:
+                yield pending.decode("utf-8", "replace").rstrip("\r")
+        finally:
+            response.release_conn()
