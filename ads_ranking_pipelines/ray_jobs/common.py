@@ -37,6 +37,18 @@ class PipesReporter:
         self._pipes.report_custom_message({"kind": kind, "values": values})
 
 
+def quiet_progress_bars() -> None:
+    """Progress bars redraw with carriage returns: in a job log every redraw is a line."""
+    os.environ.setdefault("RAY_DATA_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    try:
+        from ray.data import DataContext
+
+        DataContext.get_current().enable_progress_bars = False
+    except ImportError:
+        pass
+
+
 def load_spec(model: type[S], environ: dict[str, str] | None = None) -> S:
     env = os.environ if environ is None else environ
     raw = env.get(SPEC_ENV)
@@ -47,6 +59,7 @@ def load_spec(model: type[S], environ: dict[str, str] | None = None) -> S:
 
 def run_entrypoint(spec_model: type[S], body: Callable[[S, Reporter], dict[str, Any]]) -> None:
     """Load the spec, run ``body`` with the right reporter, report its result dict, exit 0/1."""
+    quiet_progress_bars()
     spec = load_spec(spec_model)
     if os.environ.get("DAGSTER_PIPES_CONTEXT"):
         from dagster_pipes import open_dagster_pipes

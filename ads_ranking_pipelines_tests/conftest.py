@@ -1,0 +1,43 @@
+"""Fixtures shared by the whole suite."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+
+def pids_mentioning(marker: str) -> list[int]:
+    """Processes (other than this one) whose command line or environment mention ``marker``."""
+    from ads_ranking_pipelines.backends.local_cluster import _pids_mentioning
+
+    return _pids_mentioning(marker)
+
+
+def wait_no_processes(marker: str, timeout_s: float = 15.0) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    left = pids_mentioning(marker)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = pids_mentioning(marker)
+    return left
+
+
+@pytest.fixture
+def ads_home(tmp_path, monkeypatch):
+    """A private ADS_RANKING_HOME and DAGSTER_HOME; every Ray process we start inherits them."""
+    home = tmp_path / "ads_home"
+    dagster_home = tmp_path / "dagster_home"
+    home.mkdir()
+    dagster_home.mkdir()
+    monkeypatch.setenv("ADS_RANKING_HOME", str(home))
+    monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.delenv("ADS_RANKING_BACKEND", raising=False)
+    return home
+
+
+@pytest.fixture
+def environ(ads_home):
+    return dict(os.environ)
