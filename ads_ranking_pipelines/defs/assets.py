@@ -6,6 +6,7 @@ batch inference use day D itself, which the model never trained on.
 
 
 import datetime as dt
+import os
 import uuid
 from typing import Any
 
@@ -22,6 +23,7 @@ from ads_ranking_pipelines.ray_jobs.common import SPEC_ENV
 from ads_ranking_pipelines.storage import fs
 from ads_ranking_pipelines.storage.registry import ModelRegistry
 from ads_ranking_pipelines.training.spec import EvalJobSpec, InferenceJobSpec, TrainJobSpec
+from ads_ranking_pipelines.version import code_version
 
 GROUP = "ads_ranking"
 CHECK_BASELINE = "not_worse_than_xgboost_baseline"
@@ -68,7 +70,7 @@ def trained_model(context: dg.AssetExecutionContext, config: TrainingConfig, sto
     model_uri = layout.model_version(params.model_name, version)
     spec = TrainJobSpec(params=params, source=source, train_days=tuple(train_days), model_version=version,
                         model_uri=model_uri, ray_storage_uri=layout.ray_storage(),
-                        run_name=f"{params.model_name}-{version}")
+                        run_name=f"{params.model_name}-{version}", code_version=code_version(os.environ))
     session = ray_cluster.session(request, context.log)
     try:
         outcome = run_ray_job(context, session, _job("train", context, day, ray_cluster.python(), spec))
@@ -116,6 +118,7 @@ def model_evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig
     session = ray_cluster.session(ray_cluster.cluster_request(params, context.run_id), context.log)
     m = run_ray_job(context, session, _job("evaluate", context, day, ray_cluster.python(), spec)).result
 
+    registry.record_evaluation(trained_model["model_version"], day, m)
     checks = evaluate_gates(m, config)
     passed = all(c.passed for c in checks)
     promoted = False

@@ -91,7 +91,8 @@ class RayClusterResource(dg.ConfigurableResource):
     # KubeRay
     namespace: str = "ads-ranking"
     service_account: str = "ray-workloads"
-    image: str = "rayproject/ray:2.60.0-py311-cpu"
+    image: Optional[str] = Field(None, description="Ray image with this package installed; default: "
+                                 "rayproject/ray:2.60.0-py311-cpu, or -gpu when workers get GPUs.")
     kube_context: Optional[str] = None
     in_cluster: bool = False
     ready_timeout_s: float = 900.0
@@ -141,7 +142,8 @@ class RayClusterResource(dg.ConfigurableResource):
             service_account=self.service_account,
         )
         if self.backend == "kuberay":
-            fields["image"] = self.image
+            fields["image"] = self.image or (
+                f"rayproject/ray:2.60.0-py311-{'gpu' if params.gpus_per_worker else 'cpu'}")
         try:
             request = ClusterRequest(**fields)
             validate_request(request, catalog)

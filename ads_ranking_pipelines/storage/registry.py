@@ -41,6 +41,12 @@ class ModelRegistry:
             return True
         return False
 
+    def record_evaluation(self, version: str, day: dt.date, metrics: dict[str, Any]) -> str:
+        """Keep a version's held-out metrics beside it (the version folder itself stays as written)."""
+        uri = fs.join(self.layout.model_root(self.model_name), "evaluations", version, f"{day.isoformat()}.json")
+        fs.write_json(uri, {"model_version": version, "eval_day": day.isoformat(), "metrics": metrics})
+        return uri
+
     def champion(self) -> dict[str, Any] | None:
         uri = self.layout.champion_pointer(self.model_name)
         return fs.read_json(uri) if fs.exists(uri) else None

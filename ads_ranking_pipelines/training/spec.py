@@ -20,6 +20,7 @@ class TrainJobSpec(BaseModel):
     model_uri: str                  # where the finished version is written
     ray_storage_uri: str            # Ray Train checkpoints
     run_name: str
+    code_version: str = "unknown"   # recorded in the model version's manifest
 
 
 class EvalJobSpec(BaseModel):

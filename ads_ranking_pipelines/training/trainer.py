@@ -273,6 +273,7 @@ def train(spec: TrainJobSpec, reporter: Reporter, *,
     )
     save_model_version(spec.model_uri, model, params, feature_spec, extra_manifest={
         "model_version": spec.model_version,
+        "code_version": spec.code_version,
         "run_name": spec.run_name,
         "train_days": [d.isoformat() for d in spec.train_days],
         "source_uri": spec.source.uri,
