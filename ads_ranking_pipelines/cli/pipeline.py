@@ -89,10 +89,22 @@ def run(
                 {**src.synthetic.model_dump(), "rows_per_day": rows_per_day})})
         except ValidationError as exc:
             fail(format_validation_error(exc, type(src.synthetic), prefix="source.synthetic."), EXIT_INVALID)
+    _sigterm_interrupts()
     summary = run_pipeline(day, params, src, dict(os.environ))
     typer.echo(json.dumps(summary, sort_keys=False))
     if summary.get("error"):
         raise typer.Exit(EXIT_RUNTIME)
+
+
+def _sigterm_interrupts() -> None:
+    """SIGTERM (a cancelled run, a stopped pod) interrupts like Ctrl-C: Ray jobs are stopped
+    and the cluster torn down before the process exits."""
+    import signal
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, handler)
 
 
 def run_config(params: TrainingParams, source: SourceConfig) -> dict[str, Any]:
