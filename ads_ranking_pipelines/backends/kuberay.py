@@ -55,6 +55,7 @@ from ads_ranking_pipelines.kuberay.client import (
     KubeError,
     KubeRayClient,
     NotFound,
+    RetryPolicy,
     creation_token,
     new_creation_token,
 )
@@ -274,12 +275,13 @@ class KubeRayBackend(RayBackend):
     @classmethod
     def from_kube_config(cls, catalog: PoolCatalog, *, in_cluster: bool = False,
                          context: str | None = None, config_file: str | None = None,
-                         **kwargs: Any) -> "KubeRayBackend":
+                         retry: RetryPolicy | None = None, **kwargs: Any) -> "KubeRayBackend":
         """Reach the API server from a kubeconfig (``context``, ``config_file``) or, with
         ``in_cluster``, from the pod's service account. The caller chooses; no fallback."""
         try:
-            client = (KubeRayClient.in_cluster() if in_cluster
-                      else KubeRayClient.from_kubeconfig(context=context, config_file=config_file))
+            client = (KubeRayClient.in_cluster(retry=retry) if in_cluster
+                      else KubeRayClient.from_kubeconfig(context=context, config_file=config_file,
+                                                         retry=retry))
         except KubeError as exc:
             raise BackendError(str(exc)) from exc
         return cls(client, catalog, **kwargs)

@@ -31,7 +31,6 @@ from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 -
     Scenario,
     client_for,
     fake_apiserver,
-    fast_retry,
 )
 
 NS = "ads-ranking"
