@@ -1,0 +1,288 @@
+"""What the ``cluster`` and ``job`` commands share: settings read once per invocation, the
+pool catalog, building a validated :class:`ClusterRequest` from options, and the two
+backends as the CLI uses them (local clusters found through their state files, KubeRay
+through a kubeconfig or the pod's service account).
+
+Nothing reads the environment at import: :func:`cli_env` is called from the command groups'
+callbacks with ``os.environ``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import typer
+from pydantic import ValidationError
+
+from ads_ranking_pipelines.backends.base import BackendError
+from ads_ranking_pipelines.cli.common import EXIT_INVALID, EXIT_RUNTIME, fail
+from ads_ranking_pipelines.config.cluster import ClusterRequest
+from ads_ranking_pipelines.config.pools import CatalogError, PoolCatalog, load_catalog
+from ads_ranking_pipelines.config.settings import Settings
+from ads_ranking_pipelines.config.validation import RequestError, validate_request
+
+if TYPE_CHECKING:
+    from ads_ranking_pipelines.backends.kuberay import ClusterInfo, KubeRayBackend
+    from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
+    from ads_ranking_pipelines.backends.ray_job_api import RayJobApi
+
+BACKEND_ENV = "ADS_RANKING_BACKEND"
+OWNER_ENV = "ADS_RANKING_OWNER"
+BACKENDS = ("local", "kuberay")
+GPU_IMAGE = "rayproject/ray:2.60.0-py311-gpu"
+
+# ClusterRequest field -> the option that sets it, for error messages.
+FIELD_OPTIONS = {
+    "name": "--name", "owner": "--owner", "gpu_pool": "--gpu-pool", "workers": "--workers",
+    "gpus_per_worker": "--gpus-per-worker", "cpus_per_worker": "--cpus-per-worker",
+    "memory_per_worker": "--memory", "head_cpus": "--head-cpus", "head_memory": "--head-memory",
+    "image": "--image", "namespace": "--namespace", "labels": "--label",
+    "autoscaling": "--autoscaling", "entrypoint": "--entrypoint",
+    "submission_id": "--submission-id", "working_dir": "--working-dir",
+}
+
+
+@dataclass
+class CliEnv:
+    environ: dict[str, str]
+    settings: Settings
+    _catalog: PoolCatalog | None = field(default=None, repr=False)
+
+    @property
+    def catalog(self) -> PoolCatalog:
+        if self._catalog is None:
+            try:
+                self._catalog = load_catalog(self.settings.pool_catalog)
+            except CatalogError as exc:
+                fail(str(exc), EXIT_INVALID)
+        return self._catalog
+
+    @property
+    def default_backend(self) -> str:
+        value = self.environ.get(BACKEND_ENV, "").strip() or "local"
+        if value not in BACKENDS:
+            fail(f"invalid {BACKEND_ENV}={value!r}; valid: {', '.join(BACKENDS)}", EXIT_INVALID)
+        return value
+
+    @property
+    def default_owner(self) -> str:
+        for key in (OWNER_ENV, "USER", "LOGNAME"):
+            if self.environ.get(key):
+                return self.environ[key]
+        return "unknown"
+
+
+def cli_env(ctx: typer.Context) -> CliEnv:
+    """The invocation's settings: made by the group callback, or now (a direct call)."""
+    obj = ctx.find_object(CliEnv)
+    if obj is None:
+        obj = make_env(os.environ)
+        ctx.obj = obj
+    return obj
+
+
+def make_env(environ: Mapping[str, str]) -> CliEnv:
+    return CliEnv(dict(environ), Settings.from_environ(environ))
+
+
+def backend_choice(env: CliEnv, backend: str | None) -> str:
+    value = backend or env.default_backend
+    if value not in BACKENDS:
+        fail(f"invalid --backend={value!r}; valid: {', '.join(BACKENDS)}", EXIT_INVALID)
+    return value
+
+
+# ---- requests ---------------------------------------------------------------------------------
+def option_for(field_name: str) -> str:
+    head = field_name.split(".")[0].split("[")[0]
+    option = FIELD_OPTIONS.get(head)
+    return f"{option} ({field_name})" if option else field_name
+
+
+def request_error(exc: RequestError) -> str:
+    valid = ", ".join(map(str, exc.valid)) if isinstance(exc.valid, (list, tuple)) else exc.valid
+    reason = f": {exc.reason}" if exc.reason else ""
+    return f"invalid {option_for(exc.field)} = {exc.value!r}{reason}; valid: {valid}"
+
+
+_BOUNDS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<", "max_length": "length <=",
+           "min_length": "length >="}
+
+
+def validation_error(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err.get("loc", ())) or "request"
+        value = err.get("input")
+        msg = err.get("msg", "invalid")
+        limits = err.get("ctx") or {}
+        valid = ", ".join(f"{_BOUNDS[k]} {v}" for k, v in limits.items() if k in _BOUNDS)
+        parts.append(f"invalid {option_for(loc)} = {value!r}: {msg}"
+                     + (f"; valid: {valid}" if valid else ""))
+    return "; ".join(parts)
+
+
+def dns_name(text: str, limit: int = 47) -> str:
+    name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
+    if not name or not name[0].isalpha():
+        name = "ray-" + name
+    return name[:limit].rstrip("-")
+
+
+def parse_labels(values: list[str] | None) -> dict[str, str]:
+    labels = {}
+    for item in values or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            fail(f"invalid --label {item!r}; valid: KEY=VALUE", EXIT_INVALID)
+        labels[key] = value
+    return labels
+
+
+def build_request(env: CliEnv, *, name: str | None, owner: str | None, gpu_pool: str | None,
+                  workers: int, gpus_per_worker: int, cpus_per_worker: float, memory: str,
+                  head_cpus: float, head_memory: str, image: str | None, namespace: str | None,
+                  labels: list[str] | None, autoscaling: bool) -> ClusterRequest:
+    """A ClusterRequest from CLI options, validated against the catalog (exit 2 otherwise)."""
+    catalog = env.catalog
+    pool_name = gpu_pool or catalog.default_pool
+    owner = owner or env.default_owner
+    fields: dict[str, Any] = {
+        "name": name or dns_name(f"{owner}-{pool_name}"), "owner": owner, "gpu_pool": pool_name,
+        "workers": workers, "gpus_per_worker": gpus_per_worker,
+        "cpus_per_worker": cpus_per_worker, "memory_per_worker": memory,
+        "head_cpus": head_cpus, "head_memory": head_memory, "labels": parse_labels(labels),
+        "autoscaling": autoscaling,
+    }
+    if namespace:
+        fields["namespace"] = namespace
+    if image:
+        fields["image"] = image
+    elif pool_name in catalog and catalog.get(pool_name).has_gpus:
+        fields["image"] = GPU_IMAGE
+    try:
+        request = ClusterRequest(**fields)
+        validate_request(request, catalog)
+    except ValidationError as exc:
+        fail(validation_error(exc), EXIT_INVALID)
+    except RequestError as exc:
+        fail(request_error(exc), EXIT_INVALID)
+    return request
+
+
+@contextlib.contextmanager
+def errors_to_exit_codes():
+    """Backend and API failures exit 1 with their message; invalid requests exit 2."""
+    from ads_ranking_pipelines.kuberay.client import KubeError
+
+    try:
+        yield
+    except RequestError as exc:
+        fail(request_error(exc), EXIT_INVALID)
+    except (BackendError, KubeError) as exc:
+        fail(str(exc), EXIT_RUNTIME)
+
+
+# ---- KubeRay ------------------------------------------------------------------------------------
+@dataclass
+class KubeOptions:
+    context: str | None = None
+    in_cluster: bool = False
+    namespace: str | None = None
+
+
+def kuberay_backend(env: CliEnv, kube: KubeOptions, **kwargs: Any) -> "KubeRayBackend":
+    """KubeRay as an interactive command wants it: a few quick retries, frequent polls."""
+    from ads_ranking_pipelines.backends.kuberay import KubeRayBackend
+    from ads_ranking_pipelines.kuberay.client import RetryPolicy
+
+    kwargs.setdefault("poll_interval_s", 0.5)
+    try:
+        return KubeRayBackend.from_kube_config(
+            env.catalog, in_cluster=kube.in_cluster, context=kube.context,
+            config_file=env.environ.get("KUBECONFIG") or None, namespace=kube.namespace,
+            retry=RetryPolicy(max_attempts=3, initial_delay_s=0.5, max_delay_s=4.0), **kwargs)
+    except BackendError as exc:
+        fail(f"cannot reach Kubernetes: {exc}", EXIT_RUNTIME)
+
+
+def kube_namespace(kube: KubeOptions) -> str:
+    return kube.namespace or ClusterRequest.model_fields["namespace"].default
+
+
+# ---- local clusters -----------------------------------------------------------------------------
+def local_clusters(env: CliEnv) -> list["LocalRayCluster"]:
+    from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
+
+    return LocalRayCluster.list(env.settings.state_dir)
+
+
+def find_local(env: CliEnv, name: str) -> "LocalRayCluster":
+    from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
+
+    cluster = LocalRayCluster.find(name, env.settings.state_dir)
+    if cluster is None:
+        known = ", ".join(c.name for c in local_clusters(env)) or "none"
+        fail(f"no local Ray cluster named {name!r} (known: {known}; state dir "
+             f"{env.settings.state_dir})", EXIT_RUNTIME)
+    return cluster
+
+
+def local_info(cluster: "LocalRayCluster", probe: bool = True) -> "ClusterInfo":
+    from ads_ranking_pipelines.backends.kuberay import ClusterInfo
+
+    request = ClusterRequest.model_validate(cluster.state.request)
+    alive = cluster.alive()
+    ready = None
+    if alive and probe:
+        with contextlib.suppress(Exception):
+            ready = max(0, cluster.alive_nodes() - 1)
+    created = None
+    with contextlib.suppress(ValueError):
+        created = dt.datetime.fromisoformat(cluster.state.created_at)
+    return ClusterInfo(
+        name=cluster.name, backend="local", owner=cluster.state.owner, pool=request.gpu_pool,
+        gpu_type="none", workers_ready=ready, workers_desired=request.workers,
+        status="running" if alive else "dead", created_at=created,
+        dashboard=cluster.state.dashboard_url,
+        detail={"temp_dir": cluster.state.temp_dir, "gcs_address": cluster.state.gcs_address,
+                "head_pid": cluster.state.head_pid, "worker_pids": cluster.state.worker_pids,
+                "request": cluster.state.request},
+    )
+
+
+def job_api(cluster: "LocalRayCluster") -> "RayJobApi":
+    from ads_ranking_pipelines.backends.ray_job_api import RayJobApi
+
+    return RayJobApi(cluster.state.dashboard_url, headers=cluster.auth_headers())
+
+
+def local_cluster_for_job(env: CliEnv, cluster_name: str | None, job_id: str | None = None
+                          ) -> "LocalRayCluster":
+    """The cluster named, else the only running one, else the one that knows ``job_id``."""
+    if cluster_name:
+        cluster = find_local(env, cluster_name)
+        if not cluster.alive():
+            fail(f"local Ray cluster {cluster_name!r} is not running (stale state file); "
+                 f"delete it with `ads-ranking cluster delete {cluster_name} --yes`", EXIT_RUNTIME)
+        return cluster
+    running = [c for c in local_clusters(env) if c.alive()]
+    if not running:
+        fail("no local Ray cluster is running; start one with "
+             "`ads-ranking cluster create --backend local`", EXIT_RUNTIME)
+    if len(running) == 1:
+        return running[0]
+    if job_id:
+        for cluster in running:
+            with contextlib.suppress(Exception):
+                job_api(cluster).status(job_id)
+                return cluster
+        fail(f"no running local cluster knows job {job_id!r}", EXIT_RUNTIME)
+    fail("several local clusters are running; pass --cluster (one of: "
+         + ", ".join(c.name for c in running) + ")", EXIT_INVALID)

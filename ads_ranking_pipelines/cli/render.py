@@ -1,0 +1,82 @@
+"""Output for the CLI: manifests as YAML/JSON, tables and progress with Rich.
+
+Machine-readable output (manifests, ``-o json``, job ids) goes to stdout; progress and
+human notes go to stderr, so ``ads-ranking cluster render … -o json | kubectl apply -f -``
+works.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import json
+import sys
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+
+class Output(str, enum.Enum):
+    yaml = "yaml"
+    json = "json"
+
+
+class TableOutput(str, enum.Enum):
+    table = "table"
+    json = "json"
+
+
+def stdout() -> Console:
+    # Not a terminal (a pipe, a test): wide enough that tables are not wrapped into noise.
+    return Console(width=None if sys.stdout.isatty() else 200, highlight=False)
+
+
+def stderr() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def dump(obj: Any, fmt: Output | str) -> str:
+    fmt = Output(fmt)
+    if fmt is Output.json:
+        return json.dumps(obj, indent=2, default=str) + "\n"
+    return yaml.safe_dump(obj, sort_keys=False, default_flow_style=False, width=100)
+
+
+def echo(text: str) -> None:
+    """Raw text to stdout (no Rich markup processing)."""
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    sys.stdout.flush()
+
+
+def age(created_at: dt.datetime | None, now: dt.datetime | None = None) -> str:
+    if created_at is None:
+        return "?"
+    now = now or dt.datetime.now(dt.timezone.utc)
+    if created_at.tzinfo is None:
+        created_at = created_at.replace(tzinfo=dt.timezone.utc)
+    seconds = max(0, int((now - created_at).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def table(title: str | None, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> Table:
+    t = Table(title=title, show_lines=False, header_style="bold")
+    for column in columns:
+        t.add_column(column, overflow="fold")
+    for row in rows:
+        t.add_row(*("" if v is None else str(v) for v in row))
+    return t
+
+
+def key_values(data: Mapping[str, Any]) -> Table:
+    t = Table(show_header=False, box=None)
+    t.add_column("key", style="bold")
+    t.add_column("value", overflow="fold")
+    for key, value in data.items():
+        t.add_row(str(key), "" if value is None else str(value))
+    return t
