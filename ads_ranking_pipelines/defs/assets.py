@@ -45,6 +45,12 @@ def _job(kind: str, context: dg.AssetExecutionContext, day: dt.date, python: str
     )
 
 
+def _session(context: dg.AssetExecutionContext, ray_cluster: RayClusterResource, request: Any):
+    origin = context.dagster_run.remote_job_origin
+    location = origin.location_name if origin is not None else None
+    return ray_cluster.session(request, context.log, run_id=context.run_id, code_location=location)
+
+
 @dg.asset(partitions_def=daily_partitions, group_name=GROUP, kinds={"parquet"},
           description="One day of ad impressions in the event-parquet layout (generated for synthetic sources).")
 def impressions(context: dg.AssetExecutionContext, storage: StorageResource,
@@ -71,7 +77,7 @@ def trained_model(context: dg.AssetExecutionContext, config: TrainingConfig, sto
     spec = TrainJobSpec(params=params, source=source, train_days=tuple(train_days), model_version=version,
                         model_uri=model_uri, ray_storage_uri=layout.ray_storage(),
                         run_name=f"{params.model_name}-{version}", code_version=code_version(os.environ))
-    session = ray_cluster.session(request, context.log)
+    session = _session(context, ray_cluster, request)
     try:
         outcome = run_ray_job(context, session, _job("train", context, day, ray_cluster.python(), spec))
     except BaseException:
@@ -115,7 +121,7 @@ def model_evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig
     spec = EvalJobSpec(params=params, source=source,
                        train_days=tuple(dt.date.fromisoformat(d) for d in trained_model["train_days"]),
                        eval_day=day, model_uri=trained_model["model_uri"], champion_uri=champion_uri)
-    session = ray_cluster.session(ray_cluster.cluster_request(params, context.run_id), context.log)
+    session = _session(context, ray_cluster, ray_cluster.cluster_request(params, context.run_id))
     m = run_ray_job(context, session, _job("evaluate", context, day, ray_cluster.python(), spec)).result
 
     registry.record_evaluation(trained_model["model_version"], day, m)
@@ -168,7 +174,7 @@ def batch_scores(context: dg.AssetExecutionContext, trained_model: dict, storage
     spec = InferenceJobSpec(source=source, day=day, model_uri=trained_model["model_uri"],
                             model_version=trained_model["model_version"], output_uri=out_uri,
                             hash_buckets=params.hash_buckets, id_columns=id_columns)
-    session = ray_cluster.session(ray_cluster.cluster_request(params, context.run_id), context.log)
+    session = _session(context, ray_cluster, ray_cluster.cluster_request(params, context.run_id))
     stats = run_ray_job(context, session, _job("infer", context, day, ray_cluster.python(), spec)).result
     return dg.MaterializeResult(metadata={
         **_numeric(stats), "scores_uri": dg.MetadataValue.path(out_uri),

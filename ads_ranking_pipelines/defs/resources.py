@@ -94,6 +94,7 @@ class RayClusterResource(dg.ConfigurableResource):
     image: Optional[str] = Field(None, description="Ray image with this package installed; default: "
                                  "rayproject/ray:2.60.0-py311-cpu, or -gpu when workers get GPUs.")
     kube_context: Optional[str] = None
+    kube_config_file: Optional[str] = Field(None, description="kubeconfig path; default: $KUBECONFIG or ~/.kube/config.")
     in_cluster: bool = False
     ready_timeout_s: float = 900.0
 
@@ -110,7 +111,7 @@ class RayClusterResource(dg.ConfigurableResource):
             return self.job_python
         return sys.executable if self.backend == "local" else "python"
 
-    def make_backend(self) -> RayBackend:
+    def make_backend(self, run_id: str | None = None, code_location: str | None = None) -> RayBackend:
         if self.backend == "local":
             from ads_ranking_pipelines.backends.local import LocalRayBackend
 
@@ -118,8 +119,9 @@ class RayClusterResource(dg.ConfigurableResource):
         from ads_ranking_pipelines.backends.kuberay import KubeRayBackend
 
         return KubeRayBackend.from_kube_config(
-            catalog=self.catalog(), namespace=self.namespace, in_cluster=self.in_cluster,
-            context=self.kube_context, ready_timeout_s=self.ready_timeout_s,
+            self.catalog(), in_cluster=self.in_cluster, context=self.kube_context,
+            config_file=self.kube_config_file, namespace=self.namespace,
+            ready_timeout_s=self.ready_timeout_s, run_id=run_id, code_location=code_location,
         )
 
     def cluster_request(self, params: TrainingParams, run_id: str) -> ClusterRequest:
@@ -155,7 +157,8 @@ class RayClusterResource(dg.ConfigurableResource):
         return request
 
     # ---- lifecycle -------------------------------------------------------------------------
-    def session(self, request: ClusterRequest, log: Any = None) -> ClusterSession:
+    def session(self, request: ClusterRequest, log: Any = None, run_id: str | None = None,
+                code_location: str | None = None) -> ClusterSession:
         """The run's cluster session, provisioned on first use and kept for later steps."""
         if self._session is not None:
             if request.workers > self._request.workers:
@@ -166,7 +169,7 @@ class RayClusterResource(dg.ConfigurableResource):
         if log is not None:
             log.info(f"provisioning Ray cluster {request.name} on backend {self.backend!r}: "
                      f"{request.workers} worker(s) in pool {request.gpu_pool!r}")
-        session = stack.enter_context(self.make_backend().session(request))
+        session = stack.enter_context(self.make_backend(run_id, code_location).session(request))
         self._stack, self._session, self._request = stack, session, request
         if log is not None:
             log.info(f"Ray cluster {request.name} ready; dashboard {session.dashboard_url}")
