@@ -476,7 +476,8 @@ class KubeRayBackend(RayBackend):
 
     def delete_cluster(self, namespace: str, name: str, *, wait: bool = True) -> bool:
         """Delete a RayCluster we manage (never one of another owner, nor a RayJob's cluster,
-        which KubeRay deletes with its job). False when it was already gone."""
+        which KubeRay deletes with its job), and first the RayJobs we submitted to it (their
+        Ray jobs are stopped by KubeRay's finalizer). False when it was already gone."""
         try:
             obj = self.client.get(RAYCLUSTERS, namespace, name)
         except NotFound:
@@ -488,6 +489,15 @@ class KubeRayBackend(RayBackend):
         if labels.get(ORIGINATED_FROM_CRD_LABEL) == "RayJob":
             raise BackendError(f"RayCluster {namespace}/{name} belongs to RayJob "
                                f"{labels.get(ORIGINATED_FROM_NAME_LABEL)}; stop that job instead")
+        selector = f"{LABEL_MANAGED_BY}={MANAGED_BY},{CLUSTER_NAME_LABEL}={name}"
+        jobs = [j["metadata"]["name"] for j in self.client.list(RAYJOBS, namespace, selector)]
+        for job in jobs:
+            self.client.delete(RAYJOBS, namespace, job)
+        for job in jobs if wait else ():
+            if not self.client.wait_deleted(RAYJOBS, namespace, job, self.teardown_timeout_s,
+                                            self.poll_interval_s):
+                raise BackendError(f"RayJob {namespace}/{job} on cluster {name} still exists "
+                                   f"{self.teardown_timeout_s:.0f}s after deleting it")
         deleted = self.client.delete(RAYCLUSTERS, namespace, name)
         if wait and not self.client.wait_deleted(RAYCLUSTERS, namespace, name,
                                                  self.teardown_timeout_s, self.poll_interval_s):

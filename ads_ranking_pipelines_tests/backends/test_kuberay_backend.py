@@ -408,8 +408,11 @@ def test_cluster_lifecycle_and_a_job_on_it(fake_apiserver: FakeKubeApiServer) ->
     assert list(backend.job_logs(NS, job_id)) == ["hello"]
     assert backend.job_status(NS, job_id).state is JobState.SUCCEEDED
     assert backend.stop_job(NS, job_id) is True
-    # The cluster outlives its jobs; a cluster made by a RayJob is not ours to delete here.
+    # The cluster outlives its jobs…
     assert fake_apiserver.names(RAYCLUSTERS) == ["alice-h100"]
+    # …and deleting the cluster deletes the jobs still recorded on it.
+    second = backend.submit_to_cluster(NS, "alice-h100", JobSpec("adhoc-2", "python -c 'print(2)'"))
+    assert fake_apiserver.names(RAYJOBS) == [second]
     assert backend.delete_cluster(NS, "alice-h100") is True
     assert backend.delete_cluster(NS, "alice-h100") is False
     assert_nothing_left(fake_apiserver)
