@@ -13,6 +13,8 @@ import contextlib
 import datetime as dt
 import os
 import re
+import signal
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -174,6 +176,24 @@ def build_request(env: CliEnv, *, name: str | None, owner: str | None, gpu_pool:
     except RequestError as exc:
         fail(request_error(exc), EXIT_INVALID)
     return request
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """While creating something, SIGTERM unwinds like Ctrl-C so the cleanup code runs (the
+    default action would kill the process and orphan what it started)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):  # noqa: ARG001
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager

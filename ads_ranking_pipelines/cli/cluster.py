@@ -24,6 +24,7 @@ from ads_ranking_pipelines.cli.backend_factory import (
     build_request,
     cli_env,
     errors_to_exit_codes,
+    sigterm_as_interrupt,
     find_local,
     kube_namespace,
     kuberay_backend,
@@ -146,7 +147,7 @@ def create(
                                f"({ready}/{request.workers} workers ready)")
 
             kr = kuberay_backend(env, kube, on_status=progress)
-            with errors_to_exit_codes():
+            with errors_to_exit_codes(), sigterm_as_interrupt():
                 info = kr.create_cluster(request, wait=wait, timeout_s=timeout)
     _print_infos([info], output)
     if output is render.TableOutput.table:
@@ -165,7 +166,7 @@ def _create_local(env: CliEnv, request: ClusterRequest, timeout: float):
     err = render.stderr()
     started = time.monotonic()
     with err.status(f"starting local Ray cluster {request.name} (head + {request.workers} "
-                    "worker node(s))…"):
+                    "worker node(s))…"), sigterm_as_interrupt():
         try:
             # The node processes run in their own sessions: they outlive this command.
             cluster = LocalRayCluster.start(request, env.settings.state_dir,
