@@ -201,7 +201,14 @@ def train(spec: TrainJobSpec, reporter: Reporter, *,
     reporter.metrics("dataset", {"rows": rows, "days": len(spec.train_days),
                                  "read_s": round(time.perf_counter() - t0, 2)})
 
-    progress_q = Queue(maxsize=10_000, actor_options={"num_cpus": 0})
+    # The queue lives on the driver's node: a lost worker node must not take the progress
+    # records (and the restart count derived from them) with it.
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    progress_q = Queue(maxsize=10_000, actor_options={
+        "num_cpus": 0,
+        "scheduling_strategy": NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False),
+    })
     config = {
         "params": params.model_dump(mode="json"),
         "feature_spec": dataclasses.asdict(feature_spec),
