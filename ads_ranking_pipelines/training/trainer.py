@@ -90,6 +90,20 @@ def read_window(spec: TrainJobSpec, feature_spec: FeatureSpec):
     return ds.map_batches(_transform_batch, fn_kwargs={"spec": feature_spec}, batch_format="pyarrow")
 
 
+def on_driver_node(ds):
+    """Re-home a materialized dataset's blocks in this (the driver's) node's object store.
+
+    Read tasks leave blocks on whichever worker node ran them. If that node is lost, Ray would
+    rebuild the blocks by re-running the read tasks — which need a CPU that the restarted
+    training workers hold, so the resumed run would wait forever. Blocks owned and stored by
+    the driver live exactly as long as the job does.
+    """
+    import ray
+    import ray.data
+
+    return ray.data.from_arrow(ray.get(ds.to_arrow_refs()))
+
+
 def _resources(params: TrainingParams) -> dict[str, float]:
     res: dict[str, float] = {"CPU": float(params.cpus_per_worker)}
     if params.uses_gpu:
@@ -194,7 +208,7 @@ def train(spec: TrainJobSpec, reporter: Reporter, *,
         ray.init()
 
     reporter.log(f"reading {len(spec.train_days)} day(s) of events from {spec.source.uri}")
-    ds = read_window(spec, feature_spec).materialize()
+    ds = on_driver_node(read_window(spec, feature_spec).materialize())
     rows = ds.count()
     if rows == 0:
         raise ValueError(f"the training window {[d.isoformat() for d in spec.train_days]} has no rows")
