@@ -8,28 +8,16 @@ from __future__ import annotations
 
 import typer
 
-from ads_ranking_pipelines.cli import pipeline
+from ads_ranking_pipelines.cli import cluster, job, pipeline, pools
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Daily ads-ranking retraining on Ray, orchestrated by Dagster.")
 app.add_typer(pipeline.app, name="pipeline")
+app.add_typer(pools.app, name="pools")
+app.add_typer(cluster.app, name="cluster")
+app.add_typer(job.app, name="job")
 
 
-def _register_optional() -> None:
-    """Sub-command groups added by their own modules (pools, cluster, job)."""
-    import importlib
-
-    for name in ("pools", "cluster", "job"):
-        try:
-            module = importlib.import_module(f"ads_ranking_pipelines.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"ads_ranking_pipelines.cli.{name}":
-                raise
-            continue
-        app.add_typer(module.app, name=name)
-
-
-_register_optional()
 
 
 def main() -> None:
