@@ -18,8 +18,6 @@ app.add_typer(cluster.app, name="cluster")
 app.add_typer(job.app, name="job")
 
 
-
-
 def main() -> None:
     app()
 
