@@ -191,9 +191,8 @@ def _print_infos(infos: list, output: render.TableOutput) -> None:
         return
     render.stdout().print(render.table(
         None, ["NAME", "OWNER", "POOL", "GPU TYPE", "WORKERS", "STATUS", "AGE", "DASHBOARD"],
-        [[i.name, i.owner, i.pool, i.gpu_type,
-          f"{'?' if i.workers_ready is None else i.workers_ready}/{i.workers_desired}",
-          i.status, render.age(i.created_at), i.dashboard or "-"] for i in infos]))
+        [[i.name, i.owner, i.pool, i.gpu_type, i.workers, i.status, render.age(i.created_at),
+          i.dashboard or "-"] for i in infos]))
 
 
 @app.command("list")
@@ -230,7 +229,7 @@ def describe(
         info = local_info(cluster)
         data: dict[str, Any] = {
             "name": info.name, "backend": "local", "status": info.status, "owner": info.owner,
-            "pool": info.pool, "workers": f"{info.workers_ready}/{info.workers_desired}",
+            "pool": info.pool, "workers": info.workers,
             "age": render.age(info.created_at), "created_at": cluster.state.created_at,
             "dashboard": info.dashboard, **info.detail,
         }
@@ -245,9 +244,7 @@ def describe(
         data = {
             "name": info.name, "backend": "kuberay", "namespace": info.namespace,
             "status": info.status, "owner": info.owner, "pool": info.pool,
-            "gpu_type": info.gpu_type,
-            "workers": f"{'?' if info.workers_ready is None else info.workers_ready}"
-                       f"/{info.workers_desired}",
+            "gpu_type": info.gpu_type, "workers": info.workers,
             "age": render.age(info.created_at), "dashboard": info.dashboard,
             "labels": obj["metadata"].get("labels", {}),
             "status_detail": obj.get("status", {}),

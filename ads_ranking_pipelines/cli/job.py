@@ -110,13 +110,13 @@ def submit(
                   entrypoint=command, env_vars=_parse_env(env_var), working_dir=working_dir,
                   metadata={"submitted_by": "ads-ranking-cli"})
     err = render.stderr()
+    kube = KubeOptions(context, in_cluster, namespace)
     if which == "local":
         target = local_cluster_for_job(env, cluster)
         with errors_to_exit_codes():
             job_id = job_api(target).submit(job)
         where = f"local cluster {target.name} ({target.state.dashboard_url})"
     else:
-        kube = KubeOptions(context, in_cluster, namespace)
         name = _kuberay_cluster(env, kube, cluster)
         kr = kuberay_backend(env, kube)
         with errors_to_exit_codes():
@@ -127,9 +127,8 @@ def submit(
     err.print(f"submitted {job.submission_id} to {where}; follow it with "
               f"`ads-ranking job logs {job_id} --follow`")
     if follow:
-        _stream(env, which, job_id, cluster, KubeOptions(context, in_cluster, namespace), True)
-        status = _status(env, which, job_id, cluster, KubeOptions(context, in_cluster, namespace),
-                         wait_terminal=True)
+        _stream(env, which, job_id, cluster, kube, True)
+        status = _status(env, which, job_id, cluster, kube, wait_terminal=True)
         err.print(f"job {job_id}: {status.state.value} {status.message}".rstrip())
         if status.state is not JobState.SUCCEEDED:
             raise typer.Exit(EXIT_RUNTIME)

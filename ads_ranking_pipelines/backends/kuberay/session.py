@@ -1,0 +1,203 @@
+"""One cluster session on KubeRay: each submitted job is a RayJob with its own cluster, and
+leaving the session deletes every RayJob it created (and waits, bounded, until they and their
+RayClusters are gone).
+
+Only objects this session created are ever deleted: each create carries a random token
+annotation and teardown checks it before deleting.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ads_ranking_pipelines.backends.base import (
+    BackendError,
+    ClusterSession,
+    JobSpec,
+    JobState,
+    JobStatus,
+)
+from ads_ranking_pipelines.backends.kuberay import calls
+from ads_ranking_pipelines.backends.kuberay.jobs import add_job_fields, redacted, runtime_env
+from ads_ranking_pipelines.backends.kuberay.status import (
+    ORIGINATED_FROM_NAME_LABEL,
+    SUBMISSION_ID_LABEL,
+    rayjob_name_for,
+)
+from ads_ranking_pipelines.config.cluster import ClusterRequest
+from ads_ranking_pipelines.config.validation import RequestError
+from ads_ranking_pipelines.kuberay import rules
+from ads_ranking_pipelines.kuberay.client import (
+    RAYCLUSTERS,
+    RAYJOBS,
+    KubeError,
+    new_creation_token,
+)
+from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
+
+if TYPE_CHECKING:
+    from ads_ranking_pipelines.backends.kuberay.backend import KubeRayBackend
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Created:
+    name: str
+    token: str
+    stopped: bool = False
+
+
+class KubeRayClusterSession(ClusterSession):
+    """Jobs of one :class:`ClusterRequest`: each ``submit`` is a RayJob with its own cluster.
+
+    Job ids are RayJob names (``kubectl get rayjob <id>``). Thread-safe: Dagster follows logs
+    in one thread while it polls the status in another.
+    """
+
+    def __init__(self, backend: "KubeRayBackend", request: ClusterRequest, *,
+                 run_id: str | None = None, code_location: str | None = None) -> None:
+        self.backend = backend
+        self.request = request
+        self.name = request.name
+        self.namespace = request.namespace
+        self.dashboard_url = None  # per-job clusters; dashboards are inside the cluster
+        self.run_id = run_id
+        self.code_location = code_location
+        self._lock = threading.Lock()
+        self._created: dict[str, _Created] = {}
+        self._closed = False
+
+    @property
+    def created(self) -> list[str]:
+        """Names of the RayJobs this session created (and will delete)."""
+        with self._lock:
+            return list(self._created)
+
+    def render(self, job: JobSpec) -> dict[str, Any]:
+        """The RayJob manifest ``submit`` would create for ``job`` (no API calls)."""
+        job_request = self.request.model_copy(
+            update={"name": rayjob_name_for(self.request.name, job.submission_id)})
+        labels = {**self.backend.labels, SUBMISSION_ID_LABEL: job.submission_id}
+        try:
+            manifest = build_rayjob(
+                job_request, self.backend.catalog, entrypoint=job.entrypoint,
+                submission_id=job.submission_id, runtime_env=runtime_env(job), labels=labels,
+                run_id=self.run_id, code_location=self.code_location)
+            add_job_fields(manifest["spec"], job)
+            rules.check_rayjob(manifest)
+        except RequestError as exc:
+            raise redacted(exc) from None
+        return manifest
+
+    def submit(self, job: JobSpec) -> str:
+        """Create the job's RayJob and wait until KubeRay reports its cluster up and the job
+        submitted (``jobDeploymentStatus`` Running). Returns the RayJob's name."""
+        if self._closed:
+            raise BackendError(f"session {self.name} is closed")
+        manifest = self.render(job)
+        name, ns = manifest["metadata"]["name"], self.namespace
+        client = self.backend.client
+        with self._lock:
+            if name in self._created:
+                raise BackendError(f"submission id {job.submission_id!r} was already submitted "
+                                   f"in this session (RayJob {ns}/{name})")
+            # Recorded before the call: an interrupted create may still have reached the server.
+            record = self._created[name] = _Created(name, new_creation_token())
+
+        def forget() -> None:
+            with self._lock:  # someone else's object: never delete it
+                self._created.pop(name, None)
+
+        calls.create(client, RAYJOBS, ns, manifest, what=f"RayJob {ns}/{name}",
+                     token=record.token, on_conflict=forget)
+        log.info("RayJob %s/%s created for submission %s; waiting for its cluster", ns, name,
+                 job.submission_id)
+        try:
+            self.backend.wait_until_running(ns, name)
+        except BackendError:
+            # The caller gets no job id to stop: release the cluster now (teardown waits).
+            with contextlib.suppress(KubeError):
+                calls.delete_if_token(client, RAYJOBS, ns, name, record.token)
+            raise
+        return name
+
+    def status(self, job_id: str) -> JobStatus:
+        with self._lock:
+            record = self._created.get(job_id)
+        try:
+            return self.backend.job_status(self.namespace, job_id)
+        except BackendError:
+            if record is not None and record.stopped:
+                return JobStatus(JobState.STOPPED, "stopped; RayJob deleted")
+            raise
+
+    def logs(self, job_id: str, follow: bool = True) -> Iterator[str]:
+        return self.backend.job_logs(self.namespace, job_id, follow=follow)
+
+    def stop(self, job_id: str) -> None:
+        """Delete the RayJob: KubeRay stops the Ray job and its cluster is deleted with it."""
+        with self._lock:
+            record = self._created.get(job_id)
+        if record is None:
+            raise BackendError(f"RayJob {job_id} was not submitted in this session")
+        record.stopped = True
+        try:
+            calls.delete_if_token(self.backend.client, RAYJOBS, self.namespace, job_id,
+                                  record.token)
+        except KubeError as exc:
+            raise BackendError(f"could not stop RayJob {self.namespace}/{job_id}: {exc}") from exc
+
+    # ---- teardown ----------------------------------------------------------------------------
+    def close(self, raise_errors: bool = True) -> None:
+        """Delete every RayJob this session created and wait (bounded by the backend's
+        ``teardown_timeout_s``) until they and their RayClusters are gone."""
+        self._closed = True
+        with self._lock:
+            records = list(self._created.values())
+        if not records:
+            return
+        client, ns = self.backend.client, self.namespace
+        errors: list[str] = []
+        for record in records:
+            try:
+                calls.delete_if_token(client, RAYJOBS, ns, record.name, record.token)
+            except KubeError as exc:
+                errors.append(f"delete RayJob {ns}/{record.name}: {exc}")
+        deadline = time.monotonic() + self.backend.teardown_timeout_s
+        leftovers: list[str] = []
+
+        def remaining() -> float:
+            return max(0.0, deadline - time.monotonic())
+
+        for record in records:
+            try:
+                if not client.wait_deleted(RAYJOBS, ns, record.name, remaining(),
+                                           self.backend.poll_interval_s):
+                    leftovers.append(f"rayjobs/{record.name}")
+                    continue
+                # Its RayCluster is owned by the RayJob; make sure the GC got it too.
+                for cluster in client.list(RAYCLUSTERS, ns,
+                                           f"{ORIGINATED_FROM_NAME_LABEL}={record.name}"):
+                    cname = cluster["metadata"]["name"]
+                    if not cluster["metadata"].get("deletionTimestamp"):
+                        client.delete(RAYCLUSTERS, ns, cname)
+                    if not client.wait_deleted(RAYCLUSTERS, ns, cname, remaining(),
+                                               self.backend.poll_interval_s):
+                        leftovers.append(f"rayclusters/{cname}")
+            except KubeError as exc:
+                errors.append(f"wait for RayJob {ns}/{record.name} to go: {exc}")
+        if leftovers:
+            errors.append(f"still present after {self.backend.teardown_timeout_s:.0f}s: "
+                          + ", ".join(leftovers))
+        if errors:
+            text = f"teardown of session {self.name} in {ns} incomplete: " + "; ".join(errors)
+            if raise_errors:
+                raise BackendError(text)
+            log.error(text)

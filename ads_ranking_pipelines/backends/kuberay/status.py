@@ -1,0 +1,160 @@
+"""Reading KubeRay objects: the names and labels KubeRay uses, RayJob names for submissions,
+a RayJob's status as a :class:`JobStatus`, KubeRay's failure words, and ``cluster list`` rows."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ads_ranking_pipelines.backends.base import JobState, JobStatus
+from ads_ranking_pipelines.kuberay import rules
+from ads_ranking_pipelines.kuberay.labels import (
+    LABEL_GPU_TYPE,
+    LABEL_MANAGED_BY,
+    LABEL_OWNER,
+    LABEL_POOL,
+    MANAGED_BY,
+    MANAGED_LABEL_PREFIX,
+)
+
+# Labels and names KubeRay itself uses (ray-operator/controllers/ray/utils/constant.go).
+RAY_CLUSTER_LABEL = "ray.io/cluster"
+RAY_NODE_TYPE_LABEL = "ray.io/node-type"
+ORIGINATED_FROM_CRD_LABEL = "ray.io/originated-from-crd"
+ORIGINATED_FROM_NAME_LABEL = "ray.io/originated-from-cr-name"
+# Pods of a Kubernetes Job carry these (job-name everywhere, the prefixed one since 1.27).
+JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
+SUBMISSION_ID_LABEL = MANAGED_LABEL_PREFIX + "submission-id"
+CLUSTER_NAME_LABEL = MANAGED_LABEL_PREFIX + "cluster"
+
+FAILED_DEPLOYMENT = ("Failed", "ValidationFailed")
+READY_DEPLOYMENT = ("Running", "Complete")
+RAY_TERMINAL = {"SUCCEEDED": JobState.SUCCEEDED, "FAILED": JobState.FAILED,
+                "STOPPED": JobState.STOPPED}
+# A RayJob name leaves room for the "-xxxxx" KubeRay appends to its RayCluster's name.
+MAX_JOB_NAME = rules.MAX_RAYJOB_NAME
+
+
+def rayjob_name_for(base: str, submission_id: str) -> str:
+    """A RayJob name for ``submission_id`` derived from ``base`` (a DNS-1035 label):
+    deterministic, so a retried submission of the same id finds its RayJob again."""
+    digest = hashlib.sha256(submission_id.encode("utf-8")).hexdigest()[:8]
+    head = base[: MAX_JOB_NAME - len(digest) - 1].rstrip("-") or "job"
+    if not head[0].isalpha():
+        head = "j" + head[: MAX_JOB_NAME - len(digest) - 2]
+    return f"{head}-{digest}"
+
+
+def failure_text(kind: str, name: str, namespace: str, status: Mapping[str, Any]) -> str:
+    """KubeRay's own words for a failure: ``reason`` and ``message`` verbatim."""
+    reason = status.get("reason") or ""
+    message = status.get("message") or ""
+    text = f"{kind} {namespace}/{name} failed"
+    if reason:
+        text += f" with reason {reason}"
+    if message:
+        text += f": {message}"
+    return text
+
+
+def job_status_from_rayjob(status: Mapping[str, Any] | None) -> JobStatus:
+    """Map a RayJob's ``status`` (``jobDeploymentStatus`` + ``jobStatus``) to a JobStatus.
+
+    Failure reasons come back verbatim as ``"<reason>: <message>"``.
+    """
+    status = status or {}
+    deployment = status.get("jobDeploymentStatus") or ""
+    ray_status = status.get("jobStatus") or ""
+    reason = status.get("reason") or ""
+    message = status.get("message") or ""
+    verbatim = ": ".join(p for p in (reason, message) if p)
+    if deployment in FAILED_DEPLOYMENT:
+        return JobStatus(JobState.FAILED, verbatim or f"jobDeploymentStatus {deployment}")
+    if deployment in ("Suspending", "Suspended"):
+        return JobStatus(JobState.STOPPED, verbatim or f"RayJob {deployment.lower()}")
+    if ray_status in RAY_TERMINAL:
+        return JobStatus(RAY_TERMINAL[ray_status], verbatim)
+    if deployment == "Complete":
+        # The submitter ended without a terminal Ray job status.
+        return JobStatus(JobState.FAILED, verbatim or "RayJob complete without a Ray job status")
+    if ray_status == "RUNNING":
+        return JobStatus(JobState.RUNNING, verbatim)
+    cluster = status.get("rayClusterStatus") or {}
+    detail = f"jobDeploymentStatus {deployment or 'New'}"
+    if cluster.get("state"):
+        detail += f", RayCluster {cluster['state']}"
+        if cluster.get("reason"):
+            detail += f" ({cluster['reason']})"
+    if verbatim:
+        detail += f": {verbatim}"
+    return JobStatus(JobState.PENDING, detail)
+
+
+def owned(obj: Mapping[str, Any]) -> bool:
+    """Whether ``obj`` carries our ``app.kubernetes.io/managed-by`` label."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return labels.get(LABEL_MANAGED_BY) == MANAGED_BY
+
+
+def _parse_time(text: str | None) -> dt.datetime | None:
+    if not text:
+        return None
+    with contextlib.suppress(ValueError):
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return None
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """One row of ``cluster list``, for either backend."""
+
+    name: str
+    backend: str
+    owner: str
+    pool: str
+    gpu_type: str
+    workers_ready: int | None
+    workers_desired: int
+    status: str
+    created_at: dt.datetime | None
+    dashboard: str | None = None
+    namespace: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def workers(self) -> str:
+        """``ready/desired`` (``?`` when readiness is unknown)."""
+        ready = "?" if self.workers_ready is None else self.workers_ready
+        return f"{ready}/{self.workers_desired}"
+
+
+def cluster_info(obj: Mapping[str, Any]) -> ClusterInfo:
+    """The ``cluster list`` row of a RayCluster object."""
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    status = obj.get("status") or {}
+    spec = obj.get("spec") or {}
+    desired = status.get("desiredWorkerReplicas")
+    if desired is None:
+        desired = sum(int(g.get("replicas") or 0) for g in spec.get("workerGroupSpecs") or [])
+    ready = status.get("readyWorkerReplicas", status.get("availableWorkerReplicas"))
+    state = status.get("state") or ("suspended" if spec.get("suspend") else "provisioning")
+    if meta.get("deletionTimestamp"):
+        state = "deleting"
+    head = status.get("head") or {}
+    endpoints = status.get("endpoints") or {}
+    dashboard = None
+    if head.get("serviceName") or head.get("serviceIP"):
+        host = head.get("serviceName") or head.get("serviceIP")
+        dashboard = f"http://{host}:{endpoints.get('dashboard', '8265')}"
+    return ClusterInfo(
+        name=meta.get("name", "?"), backend="kuberay", owner=labels.get(LABEL_OWNER, "?"),
+        pool=labels.get(LABEL_POOL, "?"), gpu_type=labels.get(LABEL_GPU_TYPE, "?"),
+        workers_ready=ready, workers_desired=int(desired), status=state,
+        created_at=_parse_time(meta.get("creationTimestamp")), dashboard=dashboard,
+        namespace=meta.get("namespace"), detail=dict(obj),
+    )
