@@ -1,0 +1,1 @@
+"""Benchmarks (not tests): ``make bench`` / ``python -m benchmarks.run_all``; see run_all.py."""

@@ -1,0 +1,227 @@
+"""P4: a full daily run's wall time, split into in-job compute and overhead.
+
+Runs the real pipeline, ``cli.pipeline.run_pipeline(day, params, source, environ)`` (Dagster
+``daily_retraining``, in-process executor, local backend: a head + 2 one-CPU worker nodes on
+loopback, three Ray jobs submitted over the job API and followed with Pipes), with
+ADS_RANKING_HOME and DAGSTER_HOME in this benchmark's temp dir. The synthetic event days are
+written before the run (their generation time is reported apart, not counted), so the run
+only checks them, as it would with a real source.
+
+Then it reads the run back from the Dagster instance:
+
+* ``total_s``: wall time of the ``run_pipeline`` call (definitions, run launch, all steps,
+  cluster teardown, summary).
+* ``in_job_compute_s``: what the jobs report doing: ``trained_model.wall_seconds`` (all of
+  ``trainer.train``: ray.init in the job, read + materialize, Ray Train worker-group start,
+  epochs, checkpoints, export) + ``model_evaluation.eval_seconds`` (scoring + the XGBoost
+  baseline + champion/oracle) + ``batch_scores.seconds`` (Ray Data read/score/write).
+* ``overhead_s = total_s - in_job_compute_s`` (orchestration, preflight data checks, cluster
+  provisioning, job submission and job-driver start-up, Pipes, teardown). ``ratio =
+  overhead_s / total_s``.
+* ``breakdown``: from event-log timestamps: run launch (call -> RUN_START), each step's
+  duration, in-job part and rest; cluster start (the resource's "provisioning" -> "ready" log
+  lines inside trained_model); for each Ray job, when its lines arrived (the log is followed
+  once a second, so these are approximate): submitted, "Running entrypoint", "Connected to Ray
+  cluster" (interpreter + imports + ray.init), its last line -> step end (job exit, status
+  poll, log drain); teardown (last step end -> "Finished steps", the resource closing the
+  cluster) and RUN_SUCCESS -> return.
+
+Provisioning and teardown are also measured on their own: ``LocalRayBackend(...).session(
+ClusterRequest(workers=2, cpus_per_worker=1))`` entered and left once, after the run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sys
+import time
+from typing import Any
+
+from benchmarks._common import bench_main, fast, loadavg, log
+
+DAY = dt.date(2026, 3, 10)
+STEPS = ("impressions", "trained_model", "model_evaluation", "batch_scores")
+IN_JOB = {"trained_model": "wall_seconds", "model_evaluation": "eval_seconds", "batch_scores": "seconds"}
+
+
+def _params_and_source():
+    from ads_ranking_pipelines.config.source import SourceConfig, SyntheticSpec
+    from ads_ranking_pipelines.config.training import TrainingParams
+
+    if fast():
+        return (TrainingParams(dataset_window_days=2, num_workers=2, epochs=2, batch_size=256,
+                               hash_buckets=2000, embedding_dim=8, dense_arch=(16, 8), over_arch=(16,),
+                               learning_rate=0.05),
+                SourceConfig(synthetic=SyntheticSpec(rows_per_day=4000, num_users=2000, num_ads=500)))
+    # the defaults: 3-day window x 50k rows, 2 workers x 1 CPU, 2 epochs, 100k buckets
+    return TrainingParams(), SourceConfig()
+
+
+def _events(instance, run_id: str) -> list[tuple[float, str, str | None, str]]:
+    """(timestamp, event type or "LOG", step key, message) of every record of the run, in order."""
+    out = []
+    for r in instance.get_records_for_run(run_id, limit=1_000_000).records:
+        e = r.event_log_entry
+        de = e.dagster_event
+        kind = de.event_type_value if de is not None else "LOG"
+        step = (de.step_key if de is not None else None) or e.step_key
+        out.append((float(e.timestamp), kind, step, e.user_message or ""))
+    return out
+
+
+def _first(events, pred) -> float | None:
+    return next((t for t, k, s, m in events if pred(k, s, m)), None)
+
+
+def _last(events, pred) -> float | None:
+    return next((t for t, k, s, m in reversed(events) if pred(k, s, m)), None)
+
+
+def _rd(x: float | None, nd: int = 2) -> float | None:
+    return round(x, nd) if x is not None else None
+
+
+def _measure_cluster(tmp: str) -> dict[str, Any]:
+    from ads_ranking_pipelines.backends.local import LocalRayBackend
+    from ads_ranking_pipelines.config.cluster import ClusterRequest
+
+    backend = LocalRayBackend(os.path.join(tmp, "provision", "clusters"))
+    request = ClusterRequest(name="bench-provision", owner="bench", workers=2, cpus_per_worker=1)
+    t0 = time.perf_counter()
+    with backend.session(request):
+        t1 = time.perf_counter()
+    t2 = time.perf_counter()
+    return {"provision_s": round(t1 - t0, 2), "teardown_s": round(t2 - t1, 2),
+            "nodes": "head (0 CPU) + 2 workers x 1 CPU"}
+
+
+def body(tmp: str) -> dict[str, Any]:
+    import dagster as dg
+
+    from ads_ranking_pipelines.cli.pipeline import run_pipeline
+    from ads_ranking_pipelines.events.layout import ensure_synthetic_days
+    from ads_ranking_pipelines.storage.layout import StorageLayout
+
+    home = os.path.join(tmp, "ads_home")
+    dagster_home = os.path.join(tmp, "dagster_home")
+    os.makedirs(home, exist_ok=True)
+    os.makedirs(dagster_home, exist_ok=True)
+    os.environ["ADS_RANKING_HOME"] = home
+    os.environ["DAGSTER_HOME"] = dagster_home
+    params, source = _params_and_source()
+
+    # the days the run will read: the window before DAY and DAY itself
+    days = [DAY - dt.timedelta(days=i) for i in range(params.dataset_window_days, -1, -1)]
+    t0 = time.perf_counter()
+    ensure_synthetic_days(source.with_root(StorageLayout(home).root), days)
+    gen_s = time.perf_counter() - t0
+    log(f"synthetic events for {len(days)} day(s) in {gen_s:.1f}s")
+    load_before = loadavg()
+
+    log("run_pipeline")
+    t_call = time.time()
+    t0 = time.perf_counter()
+    summary = run_pipeline(DAY, params, source, dict(os.environ))
+    total = time.perf_counter() - t0
+    log(f"run_pipeline returned after {total:.1f}s: {summary}")
+    if summary.get("error"):
+        raise RuntimeError(f"the pipeline run failed: {summary['error']}")
+
+    with dg.DagsterInstance.get() as instance:
+        result = analyze(instance, summary["run_id"], t_call, total)
+
+    log("provisioning a cluster on its own")
+    cluster = _measure_cluster(tmp)
+    result["breakdown"]["cluster_alone"] = cluster
+    return {
+        **result,
+        "summary": {k: summary.get(k) for k in ("model_version", "auc", "baseline_auc", "oracle_auc")},
+        "config": {"params": params.model_dump(mode="json"), "rows_per_day": source.synthetic.rows_per_day,
+                   "days_read": len(days), "synthetic_generation_s": round(gen_s, 2), "fast": fast()},
+        "loadavg_before": load_before, "loadavg_after": loadavg(),
+    }
+
+
+def analyze(instance, run_id: str, t_call: float, total: float) -> dict[str, Any]:
+    """The P4 figures of one finished run (``t_call``: epoch time of the call, ``total``: its wall)."""
+    t_return = t_call + total
+    events = _events(instance, run_id)
+    for t, kind, step, msg in events:   # the whole run, for the log (stderr)
+        print(f"[event +{t - t_call:8.2f}s] {kind:<24} {step or '-':<18} {msg[:160]!r}", file=sys.stderr)
+    mats: dict[str, dict[str, Any]] = {}
+    for rec in instance.get_records_for_run(run_id, limit=1_000_000).records:
+        de = rec.event_log_entry.dagster_event
+        if de is not None and de.event_type_value == "ASSET_MATERIALIZATION":
+            m = de.event_specific_data.materialization
+            mats[m.asset_key.to_user_string()] = {k: v.value for k, v in m.metadata.items()}
+
+    run_start = _first(events, lambda k, s, m: k in ("RUN_START", "PIPELINE_START"))
+    run_end = _last(events, lambda k, s, m: k in ("RUN_SUCCESS", "PIPELINE_SUCCESS", "RUN_FAILURE", "PIPELINE_FAILURE"))
+    steps_done = _last(events, lambda k, s, m: k == "ENGINE_EVENT" and m.startswith("Finished steps"))
+    steps: dict[str, Any] = {}
+    in_job_total = 0.0
+    last_step_end = None
+    for step in STEPS:
+        mine = [e for e in events if e[2] == step]
+        start = _first(mine, lambda k, s, m: k == "STEP_START")
+        end = _last(mine, lambda k, s, m: k in ("STEP_SUCCESS", "STEP_FAILURE"))
+        dur = (end - start) if start is not None and end is not None else None
+        if end is not None:
+            last_step_end = max(last_step_end or end, end)
+        row: dict[str, Any] = {"step_s": _rd(dur)}
+        if step not in IN_JOB:
+            row["rest_s"] = _rd(dur)
+            steps[step] = row
+            continue
+        value = mats.get(step, {}).get(IN_JOB[step])
+        if value is None:
+            raise RuntimeError(f"{step} reported no {IN_JOB[step]}: {sorted(mats.get(step, {}))}")
+        in_job = float(value)
+        in_job_total += in_job
+        row.update({"in_job_s": _rd(in_job), "rest_s": _rd(dur - in_job) if dur is not None else None})
+        # when the lines arrived in the event log (the job's log is followed once a second)
+        submit = _first(mine, lambda k, s, m: "[pipes] Ray job" in m and "submitted" in m)
+        entry = _first(mine, lambda k, s, m: m.startswith("Running entrypoint for job"))
+        pipes = _first(mine, lambda k, s, m: "successfully opened dagster pipes" in m)
+        conn = _first(mine, lambda k, s, m: "Connected to Ray cluster" in m)
+        output = _first(mine, lambda k, s, m: k == "STEP_OUTPUT")
+        last_line = _last([e for e in mine if output is None or e[0] < output], lambda k, s, m: k == "LOG")
+        prov = _first(mine, lambda k, s, m: "provisioning Ray cluster" in m)
+        ready = _first(mine, lambda k, s, m: m.startswith("Ray cluster") and "ready" in m)
+        cluster_s = (ready - prov) if prov is not None and ready is not None else 0.0
+        if prov is not None and ready is not None:
+            row["cluster_start_s"] = _rd(cluster_s)
+        if start is not None and submit is not None:
+            row["start_to_submit_s"] = _rd(submit - start - cluster_s)   # preflight checks etc.
+        if submit is not None and entry is not None:
+            row["submit_to_entrypoint_s"] = _rd(entry - submit)
+        if entry is not None and pipes is not None:
+            row["entrypoint_to_pipes_open_s"] = _rd(pipes - entry)
+        if entry is not None and conn is not None:
+            row["entrypoint_to_ray_connected_s"] = _rd(conn - entry)        # imports + ray.init
+        if last_line is not None and end is not None:
+            row["job_last_line_to_step_end_s"] = _rd(end - last_line)       # job exit, poll, drain
+        steps[step] = row
+
+    overhead = total - in_job_total
+    return {
+        "ratio": round(overhead / total, 3),
+        "metric": "overhead / total wall time of one daily run (overhead = total - in-job compute)",
+        "total_s": round(total, 2),
+        "in_job_compute_s": round(in_job_total, 2),
+        "overhead_s": round(overhead, 2),
+        "breakdown": {
+            "cluster_start_s": steps["trained_model"].get("cluster_start_s"),
+            "run_launch_s": _rd(run_start - t_call) if run_start else None,
+            "steps": steps,
+            "teardown_s": _rd(steps_done - last_step_end) if steps_done and last_step_end else None,
+            "last_step_end_to_run_end_s": _rd(run_end - last_step_end) if run_end and last_step_end else None,
+            "run_end_to_return_s": _rd(t_return - run_end) if run_end else None,
+            "run_span_s": _rd(run_end - run_start) if run_start and run_end else None,
+        },
+    }
+
+
+if __name__ == "__main__":
+    bench_main("P4", body)

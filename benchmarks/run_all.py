@@ -1,0 +1,385 @@
+"""``make bench``: run the benchmarks P1..P4, each in its own process, and print one JSON line each.
+
+    python -m benchmarks.run_all                       # all four, JSON lines on stdout
+    python -m benchmarks.run_all --only P1,P3          # a subset
+    python -m benchmarks.run_all --record --note "quiet machine"
+                                                       # also append the run to benchmarks/RESULTS.md
+    python -m benchmarks.run_all --record-from out.txt --note "..."
+                                                       # record JSON lines captured earlier
+                                                       # (e.g. `make bench | tee out.txt`)
+    BENCH_FAST=1 python -m benchmarks.run_all          # smoke run on tiny data: not for results
+
+Benchmarks are not tests: nothing asserts on time. Each line is ``{"bench": "P1", "ratio": ...,
+...}`` with ``ratio`` = ours / reference (P4: overhead / total), both measured in the same run,
+and the raw figures beside it; a benchmark that fails or times out gives ``"ratio": null`` and
+``"error"``. What each figure includes is in the docstring of its module:
+
+    P1  benchmarks/p1_train_vs_bare.py       Ray Train samples/s vs a bare torch loop
+    P2  benchmarks/p2_worker_scaling.py      Ray Train 2 workers vs 1 worker
+    P3  benchmarks/p3_inference_vs_bare.py   batch inference rows/s vs bare torch
+    P4  benchmarks/p4_pipeline_overhead.py   a daily run: overhead / total wall time
+
+Each benchmark runs as ``python -m benchmarks.<module>`` (``sys.executable``) in a new process
+session with its own temp dir under /tmp (Ray's temp dir, HOME, TMPDIR, ADS_RANKING_HOME and
+DAGSTER_HOME inside it), under a timeout: on timeout it gets SIGTERM (its ``finally`` blocks shut
+Ray down), then SIGKILL. Afterwards any process still naming that temp dir in its command line
+or environment is ours and is killed by PID, and the dir is removed. Logs (stderr of each
+benchmark) go to a temp dir that is removed unless a benchmark failed or ``--logs DIR`` is given.
+Nothing is written into the repository unless ``--record`` / ``--record-from`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks._common import FAST_ENV, TMP_ENV, machine_info, versions
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+
+# name -> (module, timeout seconds). Typical times on a quiet 2-core machine: P1 ~2 min,
+# P2 ~2.5 min, P3 ~1 min, P4 ~3.5 min; the timeouts leave room for a loaded one.
+BENCHES: dict[str, tuple[str, int]] = {
+    "P1": ("p1_train_vs_bare", 420),
+    "P2": ("p2_worker_scaling", 480),
+    "P3": ("p3_inference_vs_bare", 300),
+    "P4": ("p4_pipeline_overhead", 720),
+}
+TERM_GRACE_S = 40
+
+
+def _say(msg: str) -> None:
+    print(f"[run_all {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# ---- processes -----------------------------------------------------------------------------
+
+def pids_mentioning(marker: str) -> list[int]:
+    """PIDs (not this one) whose command line or environment contains ``marker``."""
+    found, me, needle = [], os.getpid(), marker.encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        for name in ("cmdline", "environ"):
+            try:
+                with open(f"/proc/{entry}/{name}", "rb") as f:
+                    if needle in f.read():
+                        found.append(int(entry))
+                        break
+            except OSError:
+                break
+    return found
+
+
+def _kill_marked(marker: str, wait_s: float = 10.0) -> list[int]:
+    """Wait for processes naming ``marker`` to exit; SIGTERM, then SIGKILL, the ones that stay."""
+    deadline = time.monotonic() + wait_s
+    left = pids_mentioning(marker)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = pids_mentioning(marker)
+    killed = list(left)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        time.sleep(2.0)
+        left = pids_mentioning(marker)
+        if not left:
+            break
+    return killed
+
+
+def _remove_cluster_dirs(tmp: str) -> None:
+    """Temp dirs of local-backend clusters recorded under ``tmp`` (they live in /tmp/arp-*)."""
+    for state in Path(tmp).rglob("clusters/*.json"):
+        with contextlib.suppress(Exception):
+            temp_dir = json.loads(state.read_text()).get("temp_dir", "")
+            if temp_dir.startswith("/tmp/arp-"):
+                for pid in pids_mentioning(temp_dir):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, signal.SIGKILL)
+                shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def run_one(name: str, log_dir: Path, fast: bool) -> tuple[dict[str, Any], Path]:
+    module, timeout_s = BENCHES[name]
+    tmp = tempfile.mkdtemp(prefix="bn", dir="/tmp")     # short: Ray's AF_UNIX socket paths
+    log_path = log_dir / f"{name}.log"
+    env = dict(os.environ)
+    env[TMP_ENV] = tmp
+    env.pop("RAY_ADDRESS", None)
+    if fast:
+        env[FAST_ENV] = "1"
+    _say(f"{name} ({module}) started, timeout {timeout_s}s, log {log_path}")
+    t0 = time.perf_counter()
+    record: dict[str, Any] | None = None
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", f"benchmarks.{module}"], cwd=str(REPO), env=env,
+                                stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        try:
+            out, _ = proc.communicate(timeout=timeout_s)
+            error = None if proc.returncode == 0 else f"exit status {proc.returncode}"
+        except subprocess.TimeoutExpired:
+            error = f"timed out after {timeout_s}s"
+            _say(f"{name}: {error}; stopping it")
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                out, _ = proc.communicate(timeout=TERM_GRACE_S)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                out, _ = proc.communicate()
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            with contextlib.suppress(Exception):
+                proc.wait(timeout=TERM_GRACE_S)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            _cleanup(tmp)
+            raise
+    for line in reversed(out.decode(errors="replace").splitlines()):
+        with contextlib.suppress(ValueError):
+            obj = json.loads(line)
+            if isinstance(obj, dict) and obj.get("bench") == name:
+                record = obj
+                break
+    if record is None:
+        record = {"bench": name, "ratio": None, "error": error or "no JSON line on stdout"}
+    elif error:
+        record["error"] = error + (f"; {record['error']}" if record.get("error") else "")
+    leftover = _cleanup(tmp)
+    if leftover:
+        _say(f"{name}: killed {len(leftover)} leftover process(es) of its own: {leftover}")
+    _say(f"{name} finished in {time.perf_counter() - t0:.0f}s")
+    return record, log_path
+
+
+def _cleanup(tmp: str) -> list[int]:
+    killed = _kill_marked(tmp.rstrip("/") + "/")
+    _remove_cluster_dirs(tmp)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return killed
+
+
+# ---- results file --------------------------------------------------------------------------
+
+HEADER = """# Benchmark results
+
+Written by `python -m benchmarks.run_all --record` (or `--record-from FILE` with lines captured
+from `make bench`). Each ratio is ours / a reference measured side by side in the same run
+(P4: overhead / total); the raw figures are in each run's JSON lines, and what every figure
+includes is in the docstring of its module (`benchmarks/p*.py`). Benchmarks are not tests: no
+figure here is asserted anywhere. The summary table is rebuilt from the run sections below on
+every `--record`.
+
+| run (UTC) | machine | P1 train ours/bare | P2 train 2w/1w | P3 infer ours/bare | P4 overhead/total | note |
+|---|---|---|---|---|---|---|
+"""
+RUN_RE = re.compile(r"^## Run (?P<date>.+?)\n(?P<body>.*?)(?=^## Run |\Z)", re.S | re.M)
+META_RE = re.compile(r"<!-- run-meta (?P<json>\{.*?\}) -->")
+JSONL_RE = re.compile(r"```jsonl\n(?P<lines>.*?)```", re.S)
+
+
+def _fmt_ratio(rec: dict[str, Any] | None) -> str:
+    if not rec:
+        return "-"
+    if rec.get("ratio") is None:
+        return "failed"
+    r = rec["ratio"]
+    extra = ""
+    if rec.get("bench") == "P1":
+        extra = f" ({_k(rec.get('ours_samples_per_s'))} vs {_k(rec.get('bare_samples_per_s'))} samples/s)"
+    elif rec.get("bench") == "P2":
+        extra = f" ({_k(rec.get('w2_samples_per_s'))} vs {_k(rec.get('w1_samples_per_s'))} samples/s)"
+    elif rec.get("bench") == "P3":
+        extra = f" ({_k(rec.get('ours_rows_per_s'))} vs {_k(rec.get('bare_rows_per_s'))} rows/s)"
+    elif rec.get("bench") == "P4":
+        extra = f" ({rec.get('overhead_s')} of {rec.get('total_s')} s)"
+    return f"{r:.3g}{extra}"
+
+
+def _k(x: Any) -> str:
+    if not isinstance(x, (int, float)):
+        return "?"
+    return f"{x / 1000:.1f}k" if x >= 1000 else f"{x:.0f}"
+
+
+def interpret(records: dict[str, dict[str, Any]]) -> list[str]:
+    """A few plain sentences about a run's figures (generated; read the numbers too)."""
+    out: list[str] = []
+    p1, p2, p3, p4 = (records.get(n) for n in ("P1", "P2", "P3", "P4"))
+    if p1 and p1.get("ratio") is not None:
+        r = p1["ratio"]
+        out.append(
+            f"P1: our Ray Train path trains at {_k(p1['ours_samples_per_s'])} samples/s, the bare one-process "
+            f"loop (same model, rows, fused optimizer, {p1.get('bare_threads')} thread(s)) at "
+            f"{_k(p1['bare_samples_per_s'])}: ours reaches "
+            f"{r:.0%} of it" + (" (faster than the bare loop)." if r > 1 else
+                                f"; the other {1 - r:.0%} goes to what the bare loop does not do (Ray "
+                                f"Data feeding, the embedding all-to-all between the 2 ranks, DDP, the per-step "
+                                f"all-reduce; not broken down here).")
+            + (f" The bare loop was faster with 1 thread than with 2 (ours / bare-2-threads = "
+               f"{p1.get('ratio_vs_bare_2threads')}): the cores were contended." if p1.get("contended") else ""))
+    if p2 and p2.get("ratio") is not None:
+        r = p2["ratio"]
+        out.append(f"P2: 2 workers give {r:.2f}x the samples/s of 1 worker ({r / 2:.0%} scaling efficiency "
+                   f"with twice the cores)" + ("; 2 workers are slower than 1" if r < 1 else "")
+                   + ": with 2 ranks every step adds an embedding all-to-all, a DDP all-reduce and the "
+                   "'every rank has a batch' all-reduce over gloo, while the 1-worker run has no partner "
+                   "to wait for; on 2 cores the Ray and OS processes also share the CPUs with the workers.")
+    if p3 and p3.get("ratio") is not None:
+        r = p3["ratio"]
+        out.append(f"P3: our Ray Data inference does {_k(p3['ours_rows_per_s'])} rows/s end to end on a fresh "
+                   f"cluster vs {_k(p3['bare_rows_per_s'])} for bare torch in one warm process (ratio {r:.2f}; "
+                   f"warm Ray workers: {p3.get('ratio_warm')}). At {p3.get('config', {}).get('rows')} rows the fixed "
+                   "costs (worker start, model load per worker, task scheduling) dominate; the ratio rises with rows."
+                   + (" Bare with 1 thread beat 2 threads: the cores were contended." if p3.get("contended") else ""))
+    if p4 and p4.get("ratio") is not None:
+        b = p4.get("breakdown", {})
+        alone = b.get("cluster_alone", {})
+        out.append(f"P4: of a {p4['total_s']:.0f} s daily run, {p4['in_job_compute_s']:.0f} s is compute the jobs "
+                   f"report and {p4['overhead_s']:.0f} s ({p4['ratio']:.0%}) is overhead: cluster start "
+                   f"{b.get('cluster_start_s')} s (alone: provision {alone.get('provision_s')} s, teardown "
+                   f"{alone.get('teardown_s')} s), teardown in the run {b.get('teardown_s')} s, and per Ray job the "
+                   "submit, job-driver start (interpreter, imports, ray.init) and exit/poll/drain; see breakdown.steps.")
+    failed = [n for n, r in records.items() if r.get("ratio") is None]
+    if failed:
+        out.append("Failed: " + "; ".join(f"{n}: {_one_line(records[n].get('error'))}" for n in failed) + ".")
+    return out
+
+
+def _one_line(text: Any, limit: int = 200) -> str:
+    first = re.sub(r"\x1b\[[0-9;]*m", "", str(text)).strip().splitlines()
+    line = first[0] if first else ""
+    return line if len(line) <= limit else line[:limit] + "..."
+
+
+def record_results(records: dict[str, dict[str, Any]], note: str, fast: bool) -> None:
+    machine = machine_info()
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    meta = {"date": now, "machine": machine, "versions": versions(), "note": note, "fast": fast,
+            "ratios": {n: r.get("ratio") for n, r in records.items()},
+            "summary": {n: _fmt_ratio(r) for n, r in records.items()}}
+    loads = {n: r.get("loadavg_before") for n, r in records.items() if r.get("loadavg_before")}
+    peaks = [v[0] for r in records.values() for key in ("loadavg_before", "loadavg_after")
+             if isinstance(v := r.get(key), list) and v]
+    meta["max_load_1min"] = max(peaks) if peaks else None
+    lines = [
+        f"## Run {now} UTC",
+        f"<!-- run-meta {json.dumps(meta, sort_keys=True)} -->",
+        "",
+        f"- machine: {machine['nproc']} CPUs ({machine['cpu']}), {machine['ram_gib']} GiB RAM, "
+        f"Python {machine['python']}; " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()),
+        f"- load average (1, 5, 15 min) when each benchmark started: "
+        + ("; ".join(f"{n} {v}" for n, v in loads.items()) or "n/a")
+        + f" (highest 1-min figure seen before/after a benchmark: {meta['max_load_1min']}; "
+        f"this machine has {machine['nproc']} CPUs)",
+    ]
+    if note:
+        lines.append(f"- note: {note}")
+    if fast:
+        lines.append("- BENCH_FAST=1: tiny data, smoke run only; not comparable")
+    lines += ["", "```jsonl", *(json.dumps(records[n]) for n in records), "```", "", "Interpretation:", ""]
+    lines += [f"- {s}" for s in interpret(records)]
+    section = "\n".join(lines) + "\n\n"
+
+    old = RESULTS.read_text() if RESULTS.exists() else ""
+    sections = [m.group(0).rstrip() + "\n\n" for m in RUN_RE.finditer(old)]
+    sections.append(section)
+    rows = []
+    for sec in sections:
+        m = META_RE.search(sec)
+        if not m:
+            continue
+        with contextlib.suppress(ValueError):
+            mm = json.loads(m.group("json"))
+            mach = mm.get("machine", {})
+            s = mm.get("summary", {})
+            load = mm.get("max_load_1min", "?")
+            rows.append(f"| {mm.get('date')} | {mach.get('nproc')} CPU, {mach.get('ram_gib')} GiB, "
+                        f"max 1-min load {load} | "
+                        + " | ".join(s.get(n, "-") for n in ("P1", "P2", "P3", "P4"))
+                        + f" | {(mm.get('note') or '') + (' (fast)' if mm.get('fast') else '')} |")
+    RESULTS.write_text(HEADER + "\n".join(rows) + "\n\n" + "".join(sections).rstrip() + "\n")
+    _say(f"recorded in {RESULTS}")
+
+
+def read_lines(path: str) -> dict[str, dict[str, Any]]:
+    records: dict[str, dict[str, Any]] = {}
+    for line in Path(path).read_text().splitlines():
+        with contextlib.suppress(ValueError):
+            obj = json.loads(line)
+            if isinstance(obj, dict) and obj.get("bench") in BENCHES:
+                records[obj["bench"]] = obj
+    return dict(sorted(records.items()))
+
+
+# ---- main ----------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.run_all", description=__doc__.split("\n")[0])
+    ap.add_argument("--only", default="", help="comma-separated subset, e.g. P1,P3")
+    ap.add_argument("--record", action="store_true", help="append this run to benchmarks/RESULTS.md")
+    ap.add_argument("--record-from", metavar="FILE",
+                    help="record the JSON lines in FILE (e.g. captured `make bench` output) instead of running")
+    ap.add_argument("--note", default="", help="a note stored with the recorded run (e.g. machine state)")
+    ap.add_argument("--logs", metavar="DIR", help="keep each benchmark's stderr log in DIR")
+    args = ap.parse_args(argv)
+    fast = os.environ.get(FAST_ENV, "") not in ("", "0")
+
+    if args.record_from:
+        records = read_lines(args.record_from)
+        if not records:
+            _say(f"no benchmark JSON lines in {args.record_from}")
+            return 2
+        for r in records.values():
+            print(json.dumps(r), flush=True)
+        record_results(records, args.note, fast=any(r.get("config", {}).get("fast") for r in records.values()))
+        return 0
+
+    names = [n.strip().upper() for n in args.only.split(",") if n.strip()] or list(BENCHES)
+    unknown = [n for n in names if n not in BENCHES]
+    if unknown:
+        ap.error(f"unknown benchmark(s) {unknown}; choose from {list(BENCHES)}")
+    log_dir = Path(args.logs) if args.logs else Path(tempfile.mkdtemp(prefix="bench-logs-"))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    _say(f"machine: {machine_info()}" + ("; BENCH_FAST=1 (tiny data, smoke only)" if fast else ""))
+    records: dict[str, dict[str, Any]] = {}
+    t0 = time.perf_counter()
+    for name in names:
+        record, log_path = run_one(name, log_dir, fast)
+        records[name] = record
+        print(json.dumps(record), flush=True)
+        if record.get("ratio") is None:
+            tail = log_path.read_text(errors="replace").splitlines()[-25:]
+            _say(f"{name} failed: {record.get('error')}; last lines of {log_path}:\n  " + "\n  ".join(tail))
+    _say(f"all done in {time.perf_counter() - t0:.0f}s")
+    failed = [n for n, r in records.items() if r.get("ratio") is None]
+    if args.logs or failed:
+        _say(f"logs kept in {log_dir}")
+    else:
+        shutil.rmtree(log_dir, ignore_errors=True)
+    if args.record:
+        record_results(records, args.note, fast)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
