@@ -65,6 +65,20 @@ def test_app_failure_is_reported_with_kuberays_message(fake_apiserver: FakeKubeA
     assert_nothing_left(fake_apiserver)
 
 
+def test_job_that_fails_before_it_is_seen_running_keeps_its_log(fake_apiserver: FakeKubeApiServer) -> None:
+    """The first poll already finds the RayJob Failed: the error carries the driver log's end."""
+    fake_apiserver.scenario = Scenario(outcome="app_failed", log_lines=("Traceback", "KeyError: 'clicked'"))
+    backend = make_backend(fake_apiserver, poll_interval_s=1.0)
+    with pytest.raises(BackendError) as info:
+        with backend.session(REQUEST) as session:
+            session.submit(JOB)
+    text = str(info.value)
+    assert "AppFailed" in text
+    assert text.endswith("last lines of the job's log:\nTraceback\nKeyError: 'clicked'")
+    assert PIPES_VALUE not in text
+    assert_nothing_left(fake_apiserver)
+
+
 def test_readiness_timeout_fails_and_cleans_up(fake_apiserver: FakeKubeApiServer) -> None:
     fake_apiserver.scenario = Scenario(outcome="hang")
     backend = make_backend(fake_apiserver, ready_timeout_s=0.3)

@@ -121,12 +121,23 @@ class KubeRayClusterSession(ClusterSession):
                  job.submission_id)
         try:
             self.backend.wait_until_running(ns, name)
-        except BackendError:
-            # The caller gets no job id to stop: release the cluster now (teardown waits).
+        except BackendError as exc:
+            # A job that failed before it was seen running never gets followed: keep the end
+            # of its driver log in the error. The caller gets no job id to stop, so release
+            # the cluster now (teardown waits).
+            tail = self._log_tail(name)
             with contextlib.suppress(KubeError):
                 calls.delete_if_token(client, RAYJOBS, ns, name, record.token)
+            if tail:
+                raise BackendError(f"{exc}\nlast lines of the job's log:\n{tail}") from exc
             raise
         return name
+
+    def _log_tail(self, name: str, lines: int = 20) -> str:
+        try:
+            return "\n".join(list(self.backend.job_logs(self.namespace, name, follow=False))[-lines:])
+        except Exception:  # the log is a courtesy here; the failure reason is what matters
+            return ""
 
     def status(self, job_id: str) -> JobStatus:
         with self._lock:
