@@ -164,11 +164,22 @@ def run_one(name: str, log_dir: Path, fast: bool) -> tuple[dict[str, Any], Path]
         record = {"bench": name, "ratio": None, "error": error or "no JSON line on stdout"}
     elif error:
         record["error"] = error + (f"; {record['error']}" if record.get("error") else "")
+    if record.get("ratio") is None:
+        _keep_cluster_logs(tmp, log_dir / f"{name}-cluster-logs")
     leftover = _cleanup(tmp)
     if leftover:
         _say(f"{name}: killed {len(leftover)} leftover process(es) of its own: {leftover}")
     _say(f"{name} finished in {time.perf_counter() - t0:.0f}s")
     return record, log_path
+
+
+def _keep_cluster_logs(tmp: str, dest: Path) -> None:
+    """Node logs that the local backend kept after a failed cluster start (``clusters/*.logs``)."""
+    for kept in Path(tmp).rglob("clusters/*.logs"):
+        with contextlib.suppress(OSError):
+            shutil.copytree(kept, dest / kept.name, symlinks=True, ignore_dangling_symlinks=True,
+                            ignore=shutil.ignore_patterns("*.sock", "sockets"))
+            _say(f"node logs of {kept.name} kept in {dest / kept.name}")
 
 
 def _cleanup(tmp: str) -> list[int]:
