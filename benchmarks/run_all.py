@@ -259,8 +259,9 @@ def interpret(records: dict[str, dict[str, Any]]) -> list[str]:
         r = p3["ratio"]
         out.append(f"P3: our Ray Data inference does {_k(p3['ours_rows_per_s'])} rows/s end to end on a fresh "
                    f"cluster vs {_k(p3['bare_rows_per_s'])} for bare torch in one warm process (ratio {r:.2f}; "
-                   f"warm Ray workers: {p3.get('ratio_warm')}). At {p3.get('config', {}).get('rows')} rows the fixed "
-                   "costs (worker start, model load per worker, task scheduling) dominate; the ratio rises with rows."
+                   f"warm Ray workers: {p3.get('ratio_warm')}). The cold run pays for starting the map workers "
+                   "and loading the model once per worker (the gap to the warm run); what is left is Ray Data's "
+                   f"per-block work (scheduling, object store, pandas conversion) on {p3.get('config', {}).get('rows')} rows."
                    + (" Bare with 1 thread beat 2 threads: the cores were contended." if p3.get("contended") else ""))
     if p4 and p4.get("ratio") is not None:
         b = p4.get("breakdown", {})
@@ -274,6 +275,11 @@ def interpret(records: dict[str, dict[str, Any]]) -> list[str]:
     if failed:
         out.append("Failed: " + "; ".join(f"{n}: {_one_line(records[n].get('error'))}" for n in failed) + ".")
     return out
+
+
+def _short(note: str, limit: int = 60) -> str:
+    note = note.replace("|", "/").strip()
+    return note if len(note) <= limit else note[:limit].rstrip() + "..."
 
 
 def _one_line(text: Any, limit: int = 200) -> str:
@@ -327,7 +333,7 @@ def record_results(records: dict[str, dict[str, Any]], note: str, fast: bool) ->
             rows.append(f"| {mm.get('date')} | {mach.get('nproc')} CPU, {mach.get('ram_gib')} GiB, "
                         f"max 1-min load {load} | "
                         + " | ".join(s.get(n, "-") for n in ("P1", "P2", "P3", "P4"))
-                        + f" | {(mm.get('note') or '') + (' (fast)' if mm.get('fast') else '')} |")
+                        + f" | {_short(mm.get('note') or '') + (' (fast)' if mm.get('fast') else '')} |")
     RESULTS.write_text(HEADER + "\n".join(rows) + "\n\n" + "".join(sections).rstrip() + "\n")
     _say(f"recorded in {RESULTS}")
 
