@@ -37,10 +37,10 @@ def _numeric(values: dict[str, Any]) -> dict[str, Any]:
 
 def _job(kind: str, context: dg.AssetExecutionContext, day: dt.date, python: str, spec: Any) -> JobSpec:
     return JobSpec(
-        submission_id=f"{kind}-{day:%Y%m%d}-{context.run_id[:8]}-{uuid.uuid4().hex[:6]}",
+        submission_id=f"{kind}-{day:%Y%m%d}-{context.run.run_id[:8]}-{uuid.uuid4().hex[:6]}",
         entrypoint=f"{python} -m ads_ranking_pipelines.ray_jobs.{kind}",
         env_vars={SPEC_ENV: spec.model_dump_json()},
-        metadata={"dagster_run_id": context.run_id, "dagster_asset": context.asset_key.to_user_string(),
+        metadata={"dagster_run_id": context.run.run_id, "dagster_asset": context.asset_key.to_user_string(),
                   "partition": day.isoformat()},
     )
 
@@ -48,7 +48,7 @@ def _job(kind: str, context: dg.AssetExecutionContext, day: dt.date, python: str
 def _session(context: dg.AssetExecutionContext, ray_cluster: RayClusterResource, request: Any):
     origin = context.dagster_run.remote_job_origin
     location = origin.location_name if origin is not None else None
-    return ray_cluster.session(request, context.log, run_id=context.run_id, code_location=location)
+    return ray_cluster.session(request, context.log, run_id=context.run.run_id, code_location=location)
 
 
 @dg.asset(partitions_def=daily_partitions, group_name=GROUP, kinds={"parquet"},
@@ -67,12 +67,12 @@ def trained_model(context: dg.AssetExecutionContext, config: TrainingConfig, sto
                   event_source: EventSourceResource, ray_cluster: RayClusterResource) -> dg.Output[dict]:
     day = partition_day(context)
     params = config.to_params()
-    request = ray_cluster.cluster_request(params, context.run_id)          # bad pool/size: fails here
+    request = ray_cluster.cluster_request(params, context.run.run_id)          # bad pool/size: fails here
     source = event_source.source_config(storage.home)
     train_days = window_days(day, params.dataset_window_days)
     check_training_window(source, train_days, day, context.log)            # missing days/columns/labels
     layout = storage.layout()
-    version = f"{day:%Y%m%d}-{context.run_id[:8]}"
+    version = f"{day:%Y%m%d}-{context.run.run_id[:8]}"
     model_uri = layout.model_version(params.model_name, version)
     spec = TrainJobSpec(params=params, source=source, train_days=tuple(train_days), model_version=version,
                         model_uri=model_uri, ray_storage_uri=layout.ray_storage(),
@@ -121,7 +121,7 @@ def model_evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig
     spec = EvalJobSpec(params=params, source=source,
                        train_days=tuple(dt.date.fromisoformat(d) for d in trained_model["train_days"]),
                        eval_day=day, model_uri=trained_model["model_uri"], champion_uri=champion_uri)
-    session = _session(context, ray_cluster, ray_cluster.cluster_request(params, context.run_id))
+    session = _session(context, ray_cluster, ray_cluster.cluster_request(params, context.run.run_id))
     m = run_ray_job(context, session, _job("evaluate", context, day, ray_cluster.python(), spec)).result
 
     registry.record_evaluation(trained_model["model_version"], day, m)
@@ -174,7 +174,7 @@ def batch_scores(context: dg.AssetExecutionContext, trained_model: dict, storage
     spec = InferenceJobSpec(source=source, day=day, model_uri=trained_model["model_uri"],
                             model_version=trained_model["model_version"], output_uri=out_uri,
                             hash_buckets=params.hash_buckets, id_columns=id_columns)
-    session = _session(context, ray_cluster, ray_cluster.cluster_request(params, context.run_id))
+    session = _session(context, ray_cluster, ray_cluster.cluster_request(params, context.run.run_id))
     stats = run_ray_job(context, session, _job("infer", context, day, ray_cluster.python(), spec)).result
     return dg.MaterializeResult(metadata={
         **_numeric(stats), "scores_uri": dg.MetadataValue.path(out_uri),
