@@ -26,12 +26,31 @@ class TrainingParams(BaseModel):
     cpus_per_worker: float = Field(1.0, gt=0, le=128, description="CPUs reserved per training worker.")
     epochs: int = Field(2, ge=1, le=100)
     batch_size: int = Field(1024, ge=16, le=262144, description="Per-worker batch size.")
-    learning_rate: float = Field(0.01, gt=0, le=1.0)
+    learning_rate: float = Field(0.01, gt=0, le=1.0,
+                                 description="Adam learning rate of the dense (MLP) parameters.")
+    embedding_learning_rate: float | None = Field(
+        None, gt=0, le=10.0,
+        description="Row-wise Adagrad learning rate of the embedding tables; unset: learning_rate.")
+    embedding_eps: float = Field(
+        0.01, gt=0, le=1.0,
+        description="Floor of the row-wise Adagrad denominator (lr * g / (sqrt(sum g^2) + eps)). "
+                    "Near 0, an id's first update is a full lr step whatever its gradient, so ids "
+                    "seen a few times memorize their labels; larger, rare rows move like SGD with "
+                    "lr / eps while frequent rows still get Adagrad. A row's gradient scales as "
+                    "1 / batch_size: the default suits batch_size ~1024, scale it with 1 / batch_size.")
+    final_lr_fraction: float = Field(
+        0.1, ge=0.0, le=1.0,
+        description="Both learning rates decay linearly over the run to this fraction of their "
+                    "start value (1.0: constant). Keeps the last steps from moving the "
+                    "calibration.")
     embedding_dim: int = Field(16, ge=4, le=512, description="Embedding width; a multiple of 4.")
     hash_buckets: int = Field(100_000, ge=16, le=50_000_000,
                               description="Upper bound on rows of each embedding table.")
     dense_arch: tuple[int, ...] = Field((64, 32), min_length=1, description="Bottom MLP widths.")
     over_arch: tuple[int, ...] = Field((64, 32), min_length=1, description="Top MLP widths (a 1-unit head is appended).")
+    dense_normalization: bool = Field(
+        True, description="Standardize the dense inputs (batch statistics in training, their "
+                          "running average in the saved model) before the bottom MLP.")
     seed: int = Field(0, ge=0, le=2**31 - 1)
     max_failures: int = Field(2, ge=0, le=20, description="Worker failures Ray Train recovers from, per run.")
 
@@ -53,3 +72,8 @@ class TrainingParams(BaseModel):
     @property
     def uses_gpu(self) -> bool:
         return self.gpus_per_worker > 0
+
+    @property
+    def effective_embedding_learning_rate(self) -> float:
+        return (self.embedding_learning_rate if self.embedding_learning_rate is not None
+                else self.learning_rate)

@@ -167,6 +167,9 @@ def load_predictor(uri: str, batch_size: int = 65536, verify: bool = True) -> Pr
     if description.get("format") != FORMAT:
         raise ValueError(f"unsupported model format {description.get('format')!r} (want {FORMAT})")
     params = TrainingParams.model_validate(description["params"])
+    if "dense_normalization" not in description["params"]:
+        # saved before the field existed: those models have no normalization layer
+        params = params.model_copy(update={"dense_normalization": False})
     feature_spec = feature_spec_from_dict(description["feature_spec"])
     # Built on meta and then given the loaded tensors: no throwaway random init of the tables.
     model = build_model(params, feature_spec, device=torch.device("meta"))

@@ -7,6 +7,11 @@
 * ``embedding_bags``: a torchrec ``EmbeddingBagCollection`` with one SUM-pooled table per sparse
   column (``t_<column>``, ``num_embeddings`` from ``FeatureSpec.table_sizes``). It is the only
   part that gets sharded (see ``sharding.py``); the MLPs stay data-parallel.
+* Dense normalization (``params.dense_normalization``): the dense inputs are standardized per
+  column, with batch statistics in training and their running average (buffers, saved with the
+  model) in eval mode. The shared transform (signed log1p) leaves columns on very different
+  scales (a click-rate estimate spans ~0.01-0.2, a count ~0-6), which a plain MLP trained for a
+  few hundred steps does not recover from; tree models do not care, this model does.
 * Bottom MLP: ``params.dense_arch`` widths, then a projection to ``embedding_dim`` (skipped when
   the last width already equals it), ReLU after every layer.
 * Interaction: dot products of every pair among the ``F + 1`` vectors (dense vector + one per
@@ -23,6 +28,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 import torch
+import torch.distributed as dist
+import torch.nn.functional as F
 from torch import nn
 from torchrec.modules.embedding_configs import EmbeddingBagConfig, PoolingType
 from torchrec.modules.embedding_modules import EmbeddingBagCollection
@@ -49,6 +56,63 @@ def mlp(in_features: int, widths: Sequence[int], *, device: torch.device | None,
             layers.append(nn.ReLU())
         last = width
     return nn.Sequential(*layers)
+
+
+class DenseNormalization(nn.Module):
+    """Per-column standardization of the dense inputs, batch-norm style (no learned scale/shift).
+
+    Training mode normalizes with the batch's own mean and variance (gradients flow through them,
+    as in ``BatchNorm1d``) and folds the *global* batch statistics into a plain running average
+    (every batch counts the same: the inputs' distribution does not change during training).
+    Under ``torch.distributed`` the per-step sums are all-reduced, so every rank holds the same
+    running statistics (DMP's DDP does not broadcast buffers) and a checkpoint written by any rank
+    is the one all of them use; every rank must run the same number of training forwards, as the
+    lockstep training loop does. Eval mode uses the running statistics (saved with the model as
+    ``running_mean``, ``running_var``, ``num_batches_tracked``). A training batch of one row (the
+    last batch of a shard can be that small) is normalized with the running statistics.
+    """
+
+    def __init__(self, num_features: int, eps: float = 1e-5, device: torch.device | None = None) -> None:
+        super().__init__()
+        self.num_features = int(num_features)
+        self.eps = float(eps)
+        self.register_buffer("running_mean", torch.zeros(self.num_features, device=device))
+        self.register_buffer("running_var", torch.ones(self.num_features, device=device))
+        self.register_buffer("num_batches_tracked", torch.zeros((), dtype=torch.long, device=device))
+
+    def reset_parameters(self) -> None:
+        """Also what DMP calls after materialising a meta-device model."""
+        with torch.no_grad():
+            self.running_mean.zero_()
+            self.running_var.fill_(1.0)
+            self.num_batches_tracked.zero_()
+
+    @torch.no_grad()
+    def _update_running_stats(self, x: torch.Tensor) -> None:
+        d = self.num_features
+        xd = x.detach().double()
+        sums = torch.cat([xd.sum(0), (xd * xd).sum(0), xd.new_tensor([float(x.shape[0])])])
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            dist.all_reduce(sums)
+        n = float(sums[-1].item())
+        if n < 2:
+            return
+        mean = sums[:d] / n
+        var = ((sums[d:2 * d] / n - mean * mean) * (n / (n - 1))).clamp_min(0.0)
+        self.num_batches_tracked += 1
+        w = 1.0 / float(self.num_batches_tracked.item())
+        self.running_mean.lerp_(mean.to(self.running_mean.dtype), w)
+        self.running_var.lerp_(var.to(self.running_var.dtype), w)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            self._update_running_stats(x)
+            if x.shape[0] >= 2:
+                return F.batch_norm(x, None, None, training=True, eps=self.eps)
+        return F.batch_norm(x, self.running_mean, self.running_var, training=False, eps=self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_features}, eps={self.eps}"
 
 
 class DotInteraction(nn.Module):
@@ -100,7 +164,7 @@ class DLRM(nn.Module):
 
     def __init__(self, *, num_dense: int, sparse_features: Sequence[str], table_sizes: dict[str, int],
                  embedding_dim: int, dense_arch: Sequence[int], over_arch: Sequence[int],
-                 device: torch.device | None = None) -> None:
+                 dense_normalization: bool = False, device: torch.device | None = None) -> None:
         super().__init__()
         if num_dense <= 0 and not sparse_features:
             raise ValueError("the model needs at least one dense or one sparse feature")
@@ -122,8 +186,11 @@ class DLRM(nn.Module):
             ]
             self.ebc = EmbeddingBagCollection(tables=tables, device=device)
 
+        self.dense_norm: DenseNormalization | None = None
         self.bottom: nn.Sequential | None = None
         if self.num_dense > 0:
+            if dense_normalization:
+                self.dense_norm = DenseNormalization(self.num_dense, device=device)
             widths = list(dense_arch)
             if not widths or widths[-1] != self.embedding_dim:
                 widths.append(self.embedding_dim)
@@ -144,6 +211,8 @@ class DLRM(nn.Module):
         return torch.stack([by_key[f] for f in self.sparse_features], dim=1)
 
     def forward(self, dense: torch.Tensor, sparse: KeyedJaggedTensor | None) -> torch.Tensor:
+        if self.dense_norm is not None:
+            dense = self.dense_norm(dense)
         dense_vec = self.bottom(dense) if self.bottom is not None else None
         sparse_vecs = (self.sparse_vectors(sparse)
                        if self.ebc is not None and sparse is not None else None)
@@ -165,6 +234,7 @@ def build_model(params: TrainingParams, feature_spec: FeatureSpec,
         embedding_dim=params.embedding_dim,
         dense_arch=params.dense_arch,
         over_arch=params.over_arch,
+        dense_normalization=params.dense_normalization,
         device=device,
     )
 

@@ -6,7 +6,11 @@
   broadcast, so every rank shards identically.
 * The embedding optimizer is fused into the backward pass (``apply_optimizer_in_backward``):
   fbgemm updates only the looked-up rows, inside the backward kernel; no dense gradient for the
-  tables is ever materialised. Row-wise Adagrad by default.
+  tables is ever materialised. Row-wise Adagrad by default, with its own learning rate and
+  ``eps`` (see ``TrainingParams.embedding_eps``: the denominator floor that keeps rarely seen
+  rows from taking full-size steps). Weight decay is not offered: fbgemm's CPU kernel of
+  row-wise Adagrad ignores ``weight_decay`` (checked with fbgemm-gpu-cpu 1.8), so it would
+  regularize on GPU only.
 * Everything else (MLPs) is replicated and wrapped in DDP by DMP; those parameters get Adam via
   a ``KeyedOptimizerWrapper``. ``CombinedOptimizer`` joins the two, so one ``state_dict`` covers
   all optimizer state (keys are parameter FQNs, which is what DCP needs).
@@ -62,6 +66,7 @@ def shard_model(
     learning_rate: float,
     embedding_learning_rate: float | None = None,
     embedding_optimizer: str = "rowwise_adagrad",
+    embedding_eps: float = 1e-8,
     batch_size: int | None = None,
     local_world_size: int | None = None,
     process_group: dist.ProcessGroup | None = None,
@@ -86,7 +91,7 @@ def shard_model(
     ebc_params = [p for n, p in model.named_parameters() if _is_embedding_param(n)]
     opt_kwargs: dict[str, Any] = {"lr": emb_lr}
     if emb_opt_cls is not torch.optim.SGD:
-        opt_kwargs["eps"] = 1e-8
+        opt_kwargs["eps"] = float(embedding_eps)
     apply_optimizer_in_backward(emb_opt_cls, ebc_params, opt_kwargs)
 
     sharders = [EmbeddingBagCollectionSharder()]

@@ -11,6 +11,8 @@ Config keys (all JSON-able except the queue):
 ``feature_spec``   ``dataclasses.asdict(FeatureSpec)``
 ``progress_queue`` a ``ray.util.queue.Queue`` or None; rank 0 puts ``{"kind": ..., ...}`` records
 ``progress_every_s`` seconds between "progress" records (default 5)
+``steps_per_epoch`` expected optimizer steps per epoch (the driver knows the row count), for the
+                   linear learning-rate decay (``params.final_lr_fraction``); absent: constant
 ``shuffle_buffer`` rows of local shuffle buffer in ``iter_batches`` (default 0: none)
 ``crash_once``     tests only: ``{"rank": r, "epoch": e, "marker": path}`` makes rank ``r`` kill its
                    own process (``os._exit``) when epoch ``e`` (1-based) starts, once (the marker
@@ -124,8 +126,14 @@ def run_worker(
     local_world_size: int | None = None,
     log: Callable[[str], None] = print,
     on_epoch_start: Callable[[int], None] | None = None,
+    steps_per_epoch: int | None = None,
 ) -> WorkerSummary:
     """Train ``params.epochs`` epochs (minus those already in ``resume_dir``) on this rank.
+
+    Both learning rates decay linearly with the global step, from their start values to
+    ``params.final_lr_fraction`` of them at ``params.epochs * steps_per_epoch`` steps (they are a
+    function of the step, so a resumed run continues the same schedule); without
+    ``steps_per_epoch`` they stay constant.
 
     Every rank must call this with the same params. Ranks may get different numbers of batches:
     before each step all ranks agree (all-reduce MIN) whether every rank still has one, and stop
@@ -138,7 +146,13 @@ def run_worker(
     model = build_model(params, feature_spec, device=torch.device("meta"))
     torch.manual_seed(params.seed + rank)
     sm = shard_model(model, device=device, learning_rate=params.learning_rate,
+                     embedding_learning_rate=params.effective_embedding_learning_rate,
+                     embedding_eps=params.embedding_eps,
                      batch_size=params.batch_size, local_world_size=local_world_size)
+    # start values of every param group (fused embedding groups and dense Adam), taken before
+    # any checkpoint is loaded; the schedule scales them by lr_multiplier(global_step)
+    base_lrs = [float(g["lr"]) for g in sm.optimizer.param_groups]
+    total_steps = params.epochs * steps_per_epoch if steps_per_epoch else None
     if rank == 0:
         log(f"[train] sharding plan over {world} ranks:\n{sm.plan_text()}")
         if progress:
@@ -176,9 +190,11 @@ def run_worker(
             if int(_all_reduce(have, dist.ReduceOp.MIN).item()) == 0:
                 break
             batch = make_batch(arrays, sparse_keys, device=device)
+            lr_mult = lr_multiplier(global_step, total_steps, params.final_lr_fraction)
+            set_learning_rates(sm, base_lrs, lr_mult)
             logits = sm.model(batch.dense, batch.sparse)
             loss = F.binary_cross_entropy_with_logits(logits, batch.label)
-            sm.optimizer.zero_grad()
+            sm.optimizer.zero_grad()     # the fused embedding optimizer picks up its lr here
             loss.backward()              # embedding rows are updated here (fused optimizer)
             sm.optimizer.step()          # dense Adam
             loss_sum += loss.detach().double() * batch.size
@@ -205,6 +221,7 @@ def run_worker(
             "global_step": global_step,
             "samples_per_s": round(samples / train_s, 1) if train_s > 0 else 0.0,
             "epoch_s": round(train_s, 3),
+            "lr_multiplier": round(lr_multiplier(global_step, total_steps, params.final_lr_fraction), 4),
         }
         if samples == 0:
             raise RuntimeError(f"epoch {epoch + 1}: no training rows reached the workers")
@@ -236,6 +253,20 @@ def run_worker(
             if progress:
                 progress({"kind": "epoch", **metrics})
     return summary
+
+
+def lr_multiplier(step: int, total_steps: int | None, final_fraction: float) -> float:
+    """Linear decay from 1 at step 0 to ``final_fraction`` at ``total_steps`` (and after)."""
+    if not total_steps:
+        return 1.0
+    progress = min(1.0, max(0.0, step / total_steps))
+    return 1.0 - (1.0 - final_fraction) * progress
+
+
+def set_learning_rates(sm: ShardedModel, base_lrs: list[float], multiplier: float) -> None:
+    """Scale every param group's start lr; fused tables read theirs at ``zero_grad``/``step``."""
+    for group, base in zip(sm.optimizer.param_groups, base_lrs):
+        group["lr"] = base * multiplier
 
 
 def _dir_bytes(directory: str) -> int:
@@ -312,5 +343,6 @@ def _run(params, feature_spec, device, batches, report, resume_dir, progress, co
                resume_dir=resume_dir, progress=progress,
                progress_every_s=float(config.get("progress_every_s", 5.0)),
                local_world_size=ctx.get_local_world_size(),
+               steps_per_epoch=config.get("steps_per_epoch"),
                log=lambda m: print(m, flush=True),
                on_epoch_start=_crash_hook(config.get("crash_once"), ctx.get_world_rank()))

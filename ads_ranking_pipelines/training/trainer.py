@@ -18,6 +18,7 @@ can ``ray.init``). It
 from __future__ import annotations
 
 import dataclasses
+import math
 import queue as queue_mod
 import threading
 import time
@@ -228,6 +229,8 @@ def train(spec: TrainJobSpec, reporter: Reporter, *,
         "feature_spec": dataclasses.asdict(feature_spec),
         "progress_queue": progress_q,
         "progress_every_s": 5.0,
+        # Ray Train splits the dataset evenly over the workers (streaming_split, equal=True)
+        "steps_per_epoch": max(1, math.ceil((rows // params.num_workers) / params.batch_size)),
         **(worker_config or {}),
     }
     storage = fs.normalize(spec.ray_storage_uri)

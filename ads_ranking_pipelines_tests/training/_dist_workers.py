@@ -14,7 +14,7 @@ from ads_ranking_pipelines.training.batches import make_batch
 from ads_ranking_pipelines.training.model import build_model
 from ads_ranking_pipelines.training.sharding import shard_model
 from ads_ranking_pipelines.training.train_loop import (
-    load_checkpoint, quiet_warnings, run_worker, save_checkpoint,
+    load_checkpoint, quiet_warnings, run_worker, save_checkpoint, set_learning_rates,
 )
 
 from ._toy import tiny_params, tiny_spec, toy_arrays
@@ -94,6 +94,35 @@ def train_save_and_reload(rank: int, world: int, out_dir: str) -> None:
                    "plan": sm.plan_summary}, f)
 
 
+def _fbgemm_modules(sm) -> list:
+    """The fbgemm TBE modules holding this rank's tables (sharded modules keep them in a list)."""
+    return [sub._emb_module for m in sm.model.modules() for lookup in getattr(m, "_lookups", [])
+            for sub in lookup.modules() if hasattr(sub, "_emb_module")]
+
+
+def embedding_optimizer_settings(rank: int, world: int, out_dir: str) -> None:
+    """Embedding lr/eps reach fbgemm; set_learning_rates moves the fused lr; norm stats agree."""
+    quiet_warnings()
+    params, spec = tiny_params(embedding_learning_rate=0.2, embedding_eps=0.03), tiny_spec()
+    sm = shard_model(build_model(params, spec, "meta"), device=torch.device("cpu"),
+                     learning_rate=params.learning_rate,
+                     embedding_learning_rate=params.effective_embedding_learning_rate,
+                     embedding_eps=params.embedding_eps, batch_size=params.batch_size)
+    mods = _fbgemm_modules(sm)
+    before = [(m.get_learning_rate(), m.optimizer_args.eps) for m in mods]
+    base = [float(g["lr"]) for g in sm.optimizer.param_groups]
+    set_learning_rates(sm, base, 0.25)
+    data = toy_arrays(64 * 3, spec, seed=30 + rank)        # each rank its own rows
+    for lo in range(0, len(data["label"]), 64):
+        _step(sm, make_batch({k: v[lo:lo + 64] for k, v in data.items()}, spec.sparse_columns))
+    after = [m.get_learning_rate() for m in mods]
+    dense_lrs = [float(g["lr"]) for g in sm.dense_optimizer.param_groups]
+    norm = {k: v.tolist() for k, v in _local_tensors(sm.model.state_dict()).items()
+            if "dense_norm" in k}
+    with open(os.path.join(out_dir, f"opt_r{rank}.json"), "w") as f:
+        json.dump({"before": before, "after": after, "dense_lrs": dense_lrs, "norm": norm}, f)
+
+
 def run_worker_then_resume(rank: int, world: int, out_dir: str) -> None:
     """run_worker for 1 epoch, 'Ray-merge' its checkpoint, then resume to 2 epochs."""
     quiet_warnings()
@@ -118,10 +147,11 @@ def run_worker_then_resume(rank: int, world: int, out_dir: str) -> None:
     progress = []
     first = run_worker(tiny_params(epochs=1), spec, device=torch.device("cpu"), batches=batches,
                        report=report, progress=progress.append if rank == 0 else None,
-                       progress_every_s=0.0, log=lambda m: None)
+                       progress_every_s=0.0, log=lambda m: None, steps_per_epoch=7)
     second = run_worker(tiny_params(epochs=2), spec, device=torch.device("cpu"), batches=batches,
                         report=report, resume_dir=os.path.join(out_dir, "ckpt_epoch1"),
-                        progress=progress.append if rank == 0 else None, log=lambda m: None)
+                        progress=progress.append if rank == 0 else None, log=lambda m: None,
+                        steps_per_epoch=7)
     with open(os.path.join(out_dir, f"resume_r{rank}.json"), "w") as f:
         json.dump({"first": {"start": first.start_epoch, "done": first.epochs_done,
                              "history": first.history, "step": first.global_step},

@@ -119,3 +119,22 @@ def test_model_json_describes_the_model(tmp_path):
     assert desc["table_sizes"] == {f"s{i}": spec.hash_buckets for i in range(4)}
     assert desc["params"]["embedding_dim"] == params.embedding_dim
     assert desc["feature_spec"]["sparse_columns"] == list(spec.sparse_columns)
+
+
+def test_versions_saved_before_dense_normalization_existed_still_load(tmp_path):
+    params, spec = tiny_params(dense_normalization=False), tiny_spec()
+    model = _trained(params, spec)
+    uri = str(tmp_path / "old")
+    save_model_version(uri, model, params, spec)
+    # what an older release wrote: no dense_normalization in the params, no such layer
+    desc_path = os.path.join(uri, "model.json")
+    desc = json.load(open(desc_path))
+    del desc["params"]["dense_normalization"]
+    json.dump(desc, open(desc_path, "w"))
+    pred = load_predictor(uri, verify=False)
+    assert pred.model.dense_norm is None
+    data = toy_arrays(200, spec, seed=7)
+    with torch.no_grad():
+        b = make_batch(data, spec.sparse_columns)
+        expected = torch.sigmoid(model(b.dense, b.sparse)).numpy()
+    np.testing.assert_allclose(pred.predict(data["dense"], data["sparse"]), expected, rtol=1e-5, atol=1e-6)

@@ -107,3 +107,43 @@ def test_make_batch_types_and_device():
     nolabel = make_batch({"dense": arrays["dense"], "sparse": arrays["sparse"]}, spec.sparse_columns,
                          with_label=False)
     assert nolabel.label is None
+
+
+def test_dense_normalization_standardizes_and_keeps_the_average_batch_statistics():
+    from ads_ranking_pipelines.training.model import DenseNormalization
+
+    norm = DenseNormalization(2)
+    rng = np.random.default_rng(0)
+    batches = [torch.as_tensor(rng.normal([5.0, -1.0], [3.0, 0.1], size=(256, 2)), dtype=torch.float32)
+               for _ in range(4)]
+    for b in batches:
+        out = norm(b)                                   # training mode: the batch's own statistics
+        torch.testing.assert_close(out.mean(0), torch.zeros(2), atol=1e-4, rtol=0)
+        torch.testing.assert_close(out.std(0), torch.ones(2), atol=1e-2, rtol=0)
+    # running statistics: the plain average over batches (every batch weighs the same)
+    torch.testing.assert_close(norm.running_mean, torch.stack([b.mean(0) for b in batches]).mean(0))
+    torch.testing.assert_close(norm.running_var, torch.stack([b.var(0) for b in batches]).mean(0),
+                               rtol=1e-4, atol=1e-8)
+    assert int(norm.num_batches_tracked) == 4
+    # a one-row training batch uses (and does not change) the running statistics
+    one = torch.tensor([[5.0, -1.0]])
+    before = norm.running_mean.clone()
+    assert torch.isfinite(norm(one)).all()
+    torch.testing.assert_close(norm.running_mean, before)
+    norm.eval()
+    expected = (batches[0] - norm.running_mean) / torch.sqrt(norm.running_var + norm.eps)
+    torch.testing.assert_close(norm(batches[0]), expected)
+
+
+def test_dense_normalization_is_part_of_the_model_state_and_can_be_turned_off():
+    spec = tiny_spec()
+    on = build_model(tiny_params(), spec, "cpu")
+    assert {"dense_norm.running_mean", "dense_norm.running_var",
+            "dense_norm.num_batches_tracked"} <= set(on.state_dict())
+    off = build_model(tiny_params(dense_normalization=False), spec, "cpu")
+    assert off.dense_norm is None and not any("dense_norm" in k for k in off.state_dict())
+    # materialised from the meta device, the statistics start at mean 0 / variance 1
+    meta = build_model(tiny_params(), spec, "meta")
+    meta.to_empty(device="cpu")
+    meta.dense_norm.reset_parameters()
+    assert meta.dense_norm.running_var.tolist() == [1.0] * spec.num_dense

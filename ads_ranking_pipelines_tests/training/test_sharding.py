@@ -85,6 +85,8 @@ def test_run_worker_resumes_at_the_next_epoch_with_uneven_shards(tmp_path):
     h1, h2 = res[0]["first"]["history"][0], res[0]["second"]["history"][0]
     assert h1["samples"] == 2 * 7 * 64 and np.isfinite(h1["loss"]) and np.isfinite(h2["loss"])
     assert h2["loss"] < h1["loss"]
+    # the lr decay is a function of the global step: each run ends its schedule at the floor
+    assert h1["lr_multiplier"] == pytest.approx(0.1) and h2["lr_multiplier"] == pytest.approx(0.1)
     kinds = [p["kind"] for p in res[0]["progress"]]
     assert kinds.count("epoch") == 2 and "sharding_plan" in kinds
     starts = [p for p in res[0]["progress"] if p["kind"] == "started"]
@@ -92,3 +94,16 @@ def test_run_worker_resumes_at_the_next_epoch_with_uneven_shards(tmp_path):
     assert "progress" in kinds
     assert res[1]["progress"] == []                                   # only rank 0 reports
     assert read_train_state(str(tmp_path / "ckpt_epoch2"))["epochs_done"] == 2
+
+
+def test_embedding_optimizer_settings_reach_fbgemm_and_ranks_share_norm_stats(tmp_path):
+    run_on_gloo_group(_dist_workers.embedding_optimizer_settings, str(tmp_path))
+    res = [json.load(open(tmp_path / f"opt_r{r}.json")) for r in range(2)]
+    for r in res:
+        assert r["before"] and all(lr == pytest.approx(0.2) and eps == pytest.approx(0.03)
+                                   for lr, eps in r["before"])
+        assert all(lr == pytest.approx(0.05) for lr in r["after"])       # 0.2 * 0.25
+        assert all(lr == pytest.approx(0.05 * 0.25) for lr in r["dense_lrs"])
+    # ranks trained on different rows, yet hold the same (all-reduced) running statistics
+    assert res[0]["norm"] and res[0]["norm"] == res[1]["norm"]
+    assert res[0]["norm"]["dense_norm.num_batches_tracked"] == 3
