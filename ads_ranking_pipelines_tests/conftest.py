@@ -7,12 +7,7 @@ import time
 
 import pytest
 
-
-def pids_mentioning(marker: str) -> list[int]:
-    """Processes (other than this one) whose command line or environment mention ``marker``."""
-    from ads_ranking_pipelines.backends.local_cluster import _pids_mentioning
-
-    return _pids_mentioning(marker)
+from ads_ranking_pipelines.backends.local_cluster import pids_mentioning
 
 
 def wait_no_processes(marker: str, timeout_s: float = 15.0) -> list[int]:

@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ads_ranking_pipelines.backends.local_cluster import pids_mentioning
 from benchmarks._common import FAST_ENV, TMP_ENV, machine_info, versions
 
 REPO = Path(__file__).resolve().parent.parent
@@ -66,23 +67,6 @@ def _say(msg: str) -> None:
 
 
 # ---- processes -----------------------------------------------------------------------------
-
-def pids_mentioning(marker: str) -> list[int]:
-    """PIDs (not this one) whose command line or environment contains ``marker``."""
-    found, me, needle = [], os.getpid(), marker.encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        for name in ("cmdline", "environ"):
-            try:
-                with open(f"/proc/{entry}/{name}", "rb") as f:
-                    if needle in f.read():
-                        found.append(int(entry))
-                        break
-            except OSError:
-                break
-    return found
-
 
 def _kill_marked(marker: str, wait_s: float = 10.0) -> list[int]:
     """Wait for processes naming ``marker`` to exit; SIGTERM, then SIGKILL, the ones that stay."""

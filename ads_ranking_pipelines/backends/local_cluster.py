@@ -59,7 +59,7 @@ def _pid_alive(pid: int) -> bool:
         return False
 
 
-def _pids_mentioning(marker: str) -> list[int]:
+def pids_mentioning(marker: str) -> list[int]:
     """PIDs whose command line or environment mentions ``marker`` (our cluster's temp dir)."""
     found = []
     me = os.getpid()
@@ -320,7 +320,7 @@ class LocalRayCluster:
             self._reap(pid, 2)
         # Anything that escaped its group but still names our temp dir is ours too.
         for _ in range(3):
-            stray = _pids_mentioning(self.state.temp_dir)
+            stray = pids_mentioning(self.state.temp_dir)
             if not stray:
                 break
             for pid in stray:
@@ -356,4 +356,4 @@ class LocalRayCluster:
         return [c for p in sorted(d.glob("*.json")) if (c := cls.find(p.stem, d)) is not None]
 
     def leftover_pids(self) -> list[int]:
-        return _pids_mentioning(self.state.temp_dir)
+        return pids_mentioning(self.state.temp_dir)
