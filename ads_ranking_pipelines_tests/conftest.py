@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
-from ads_ranking_pipelines.backends.local_cluster import pids_mentioning
+from ads_ranking_pipelines.backends.local_cluster import wait_for_exit
 
 
 def wait_no_processes(marker: str, timeout_s: float = 15.0) -> list[int]:
-    deadline = time.monotonic() + timeout_s
-    left = pids_mentioning(marker)
-    while left and time.monotonic() < deadline:
-        time.sleep(0.5)
-        left = pids_mentioning(marker)
-    return left
+    """Processes still naming ``marker`` after up to ``timeout_s`` (empty: all gone)."""
+    return wait_for_exit(marker, timeout_s)
 
 
 @pytest.fixture

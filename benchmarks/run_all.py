@@ -45,7 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ads_ranking_pipelines.backends.local_cluster import pids_mentioning
+from ads_ranking_pipelines.backends.local_cluster import pids_mentioning, wait_for_exit
 from benchmarks._common import FAST_ENV, TMP_ENV, machine_info, versions
 
 REPO = Path(__file__).resolve().parent.parent
@@ -70,11 +70,7 @@ def _say(msg: str) -> None:
 
 def _kill_marked(marker: str, wait_s: float = 10.0) -> list[int]:
     """Wait for processes naming ``marker`` to exit; SIGTERM, then SIGKILL, the ones that stay."""
-    deadline = time.monotonic() + wait_s
-    left = pids_mentioning(marker)
-    while left and time.monotonic() < deadline:
-        time.sleep(0.5)
-        left = pids_mentioning(marker)
+    left = wait_for_exit(marker, wait_s)
     killed = list(left)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in left:

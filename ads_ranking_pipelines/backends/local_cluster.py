@@ -77,6 +77,16 @@ def pids_mentioning(marker: str) -> list[int]:
     return found
 
 
+def wait_for_exit(marker: str, timeout_s: float, interval_s: float = 0.5) -> list[int]:
+    """Wait until no process mentions ``marker``; returns those still there after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    left = pids_mentioning(marker)
+    while left and time.monotonic() < deadline:
+        time.sleep(interval_s)
+        left = pids_mentioning(marker)
+    return left
+
+
 @dataclass
 class ClusterState:
     name: str
