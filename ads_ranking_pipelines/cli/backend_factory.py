@@ -199,7 +199,7 @@ def sigterm_as_interrupt():
 @contextlib.contextmanager
 def errors_to_exit_codes():
     """Backend and API failures exit 1 with their message; invalid requests exit 2."""
-    from ads_ranking_pipelines.kuberay.client import KubeError
+    from ads_ranking_pipelines.backends.kuberay.client import KubeError
 
     try:
         yield
@@ -220,7 +220,7 @@ class KubeOptions:
 def kuberay_backend(env: CliEnv, kube: KubeOptions, **kwargs: Any) -> "KubeRayBackend":
     """KubeRay as an interactive command wants it: a few quick retries, frequent polls."""
     from ads_ranking_pipelines.backends.kuberay import KubeRayBackend
-    from ads_ranking_pipelines.kuberay.client import RetryPolicy
+    from ads_ranking_pipelines.backends.kuberay.client import RetryPolicy
 
     kwargs.setdefault("poll_interval_s", 0.5)
     try:

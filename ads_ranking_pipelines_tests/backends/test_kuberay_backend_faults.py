@@ -9,7 +9,7 @@ import pytest
 
 from ads_ranking_pipelines.backends.base import BackendError, JobSpec, JobState
 from ads_ranking_pipelines.backends.kuberay import rayjob_name_for
-from ads_ranking_pipelines.kuberay.client import RAYJOBS
+from ads_ranking_pipelines.backends.kuberay.client import RAYJOBS
 from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
 from ads_ranking_pipelines_tests.backends.kuberay_helpers import (
     CATALOG,

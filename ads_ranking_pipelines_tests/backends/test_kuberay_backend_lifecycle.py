@@ -12,7 +12,7 @@ from ads_ranking_pipelines.backends.base import BackendError, JobSpec, JobState
 from ads_ranking_pipelines.backends.kuberay import job_status_from_rayjob, rayjob_name_for
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.validation import RequestError
-from ads_ranking_pipelines.kuberay.client import RAYCLUSTERS, RAYJOBS
+from ads_ranking_pipelines.backends.kuberay.client import RAYCLUSTERS, RAYJOBS
 from ads_ranking_pipelines_tests.backends.kuberay_helpers import (
     JOB,
     NS,

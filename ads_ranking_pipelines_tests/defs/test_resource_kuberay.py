@@ -21,7 +21,7 @@ from ads_ranking_pipelines.backends.base import JobSpec
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.defs.pipes import run_ray_job
 from ads_ranking_pipelines.defs.resources import RayClusterResource
-from ads_ranking_pipelines.kuberay.client import RAYCLUSTERS, RAYJOBS
+from ads_ranking_pipelines.backends.kuberay.client import RAYCLUSTERS, RAYJOBS
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 - fixture
     FakeKubeApiServer,
     Scenario,

@@ -24,6 +24,8 @@ Modules, one job each:
 
 * :mod:`.status` - names and labels, RayJob status → JobStatus, failure words, cluster rows
 * :mod:`.jobs` - the RayJob fields that come from a JobSpec; a RayJob for an existing cluster
+* :mod:`.client` - the thin Kubernetes client (retries, idempotent create, pod logs, events)
+* :mod:`.permissions` - every API permission the client uses (the Helm chart's Role comes from it)
 * :mod:`.calls` - API calls with their failures worded as BackendError
 * :mod:`.session` - :class:`KubeRayClusterSession` (submit, status, logs, stop, teardown)
 * :mod:`.logs` - following the submitter pod's log across broken streams and retries

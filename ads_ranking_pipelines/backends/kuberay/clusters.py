@@ -25,7 +25,7 @@ from ads_ranking_pipelines.backends.kuberay.status import (
 )
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.pools import PoolCatalog
-from ads_ranking_pipelines.kuberay.client import (
+from ads_ranking_pipelines.backends.kuberay.client import (
     RAYCLUSTERS,
     RAYJOBS,
     KubeRayClient,

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ads_ranking_pipelines.backends.base import BackendError
-from ads_ranking_pipelines.kuberay.client import KubeError
+from ads_ranking_pipelines.backends.kuberay.client import KubeError
 
 if TYPE_CHECKING:
     from ads_ranking_pipelines.backends.kuberay.backend import KubeRayBackend

@@ -33,7 +33,7 @@ from ads_ranking_pipelines.backends.kuberay.status import (
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.validation import RequestError
 from ads_ranking_pipelines.kuberay import rules
-from ads_ranking_pipelines.kuberay.client import (
+from ads_ranking_pipelines.backends.kuberay.client import (
     RAYCLUSTERS,
     RAYJOBS,
     KubeError,

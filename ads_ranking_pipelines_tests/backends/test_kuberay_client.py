@@ -15,7 +15,7 @@ import pytest
 
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.pools import load_catalog
-from ads_ranking_pipelines.kuberay.client import (
+from ads_ranking_pipelines.backends.kuberay.client import (
     CREATION_TOKEN_ANNOTATION,
     RAYCLUSTERS,
     RAYJOBS,
