@@ -22,7 +22,7 @@ from ads_ranking_pipelines.backends.kuberay.status import (
 )
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.pools import PoolCatalog
-from ads_ranking_pipelines.config.validation import validate_request
+from ads_ranking_pipelines.config.validation import ResolvedRequest, resolve_request
 from ads_ranking_pipelines.backends.kuberay.client import (
     RAYJOBS,
     KubeError,
@@ -85,6 +85,13 @@ class KubeRayBackend(LongLivedClusters, RayBackend):
             return request.model_copy(update={"namespace": self.namespace})
         return request
 
+    def resolve(self, request: ClusterRequest | ResolvedRequest) -> ResolvedRequest:
+        """``request`` in this backend's namespace, completed and checked against the catalog
+        once (an already resolved request is not checked again)."""
+        if isinstance(request, ResolvedRequest):
+            return request.in_namespace(self.namespace) if self.namespace else request
+        return resolve_request(self._ns(request), self.catalog)
+
     def _notify(self, name: str, status: Mapping[str, Any]) -> None:
         if self.on_status is not None:
             self.on_status(name, status)
@@ -114,15 +121,14 @@ class KubeRayBackend(LongLivedClusters, RayBackend):
 
     # ---- sessions: one RayJob (and its own cluster) per submitted job ------------------------
     @contextlib.contextmanager
-    def session(self, request: ClusterRequest, *, run_id: str | None = None,
+    def session(self, request: ClusterRequest | ResolvedRequest, *, run_id: str | None = None,
                 code_location: str | None = None) -> Iterator[KubeRayClusterSession]:
-        request = self._ns(request)
         # Everything that can be checked is checked before anything is created.
-        validate_request(request, self.catalog)
-        build_rayjob(request, self.catalog, entrypoint="true", submission_id="preflight",
+        resolved = self.resolve(request)
+        build_rayjob(resolved, entrypoint="true", submission_id="preflight",
                      labels=self.labels, run_id=run_id or self.run_id,
                      code_location=code_location or self.code_location)
-        session = KubeRayClusterSession(self, request, run_id=run_id or self.run_id,
+        session = KubeRayClusterSession(self, resolved, run_id=run_id or self.run_id,
                                         code_location=code_location or self.code_location)
         try:
             yield session

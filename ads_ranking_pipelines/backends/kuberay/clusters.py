@@ -25,6 +25,7 @@ from ads_ranking_pipelines.backends.kuberay.status import (
 )
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.pools import PoolCatalog
+from ads_ranking_pipelines.config.validation import ResolvedRequest
 from ads_ranking_pipelines.backends.kuberay.client import (
     RAYCLUSTERS,
     RAYJOBS,
@@ -50,17 +51,17 @@ class LongLivedClusters:
     teardown_timeout_s: float
 
     if TYPE_CHECKING:
-        def _ns(self, request: ClusterRequest) -> ClusterRequest: ...
+        def resolve(self, request: ClusterRequest | ResolvedRequest) -> ResolvedRequest: ...
 
         def _poll_status(self, plural: str, namespace: str, name: str, timeout_s: float | None,
                          ready: Callable[[dict[str, Any], dict[str, Any]], T | None],
                          late: Callable[[dict[str, Any], float], str]) -> T: ...
 
-    def render_cluster(self, request: ClusterRequest) -> dict[str, Any]:
-        return build_raycluster(self._ns(request), self.catalog, labels=self.labels,
+    def render_cluster(self, request: ClusterRequest | ResolvedRequest) -> dict[str, Any]:
+        return build_raycluster(self.resolve(request), labels=self.labels,
                                 run_id=self.run_id, code_location=self.code_location)
 
-    def create_cluster(self, request: ClusterRequest, *, wait: bool = True,
+    def create_cluster(self, request: ClusterRequest | ResolvedRequest, *, wait: bool = True,
                        timeout_s: float | None = None, delete_on_failure: bool = True) -> ClusterInfo:
         """Create a RayCluster for ``request``; with ``wait``, until its state is ``ready``.
 
