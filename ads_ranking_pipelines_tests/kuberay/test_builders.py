@@ -91,7 +91,7 @@ def test_h100_shape() -> None:
     group = cluster["workerGroupSpecs"][0]
     assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (4, 4, 4)
     pod = group["template"]["spec"]
-    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
     assert pod["containers"][0]["resources"]["limits"] == {
         "cpu": "176", "memory": "1600Gi", GPU_RESOURCE: "8"}
     assert cluster["enableInTreeAutoscaling"] is False and "autoscalerOptions" not in cluster
