@@ -295,13 +295,16 @@ def _fit_problems(request: ClusterRequest, pool: GpuPool, worker_millis: int | N
         )
 
 
-def resolve_request(request: ClusterRequest, catalog: PoolCatalog) -> ResolvedRequest:
+def resolve_request(request: ClusterRequest, catalog: PoolCatalog, *,
+                    extra_problems: Sequence[RequestError] = ()) -> ResolvedRequest:
     """Complete and validate ``request`` against ``catalog``, once.
 
     Returns the request, its unset sizes filled from the pool (:func:`complete_request`),
     with its pool; raises :class:`RequestErrors` listing every problem
     found (each naming its field, its value and what is valid), so a user fixes them in one go.
     The manifest builders take the result and do not validate the request again.
+    ``extra_problems`` are what the caller's other pre-flight checks found (e.g.
+    ``config.images.image_problems`` for KubeRay, the storage root): reported in the same error.
     """
     problems: list[RequestError] = []
     pool: GpuPool | None = None
@@ -322,6 +325,7 @@ def resolve_request(request: ClusterRequest, catalog: PoolCatalog) -> ResolvedRe
         problems.extend(_gpu_problems(request, pool, catalog))
         problems.extend(_fit_problems(request, pool, worker_millis, worker_memory))
     problems.extend(_label_problems(request.labels))
+    problems.extend(extra_problems)
     if pool is None or problems:
         raise RequestErrors(problems)
     return ResolvedRequest(request, pool)
