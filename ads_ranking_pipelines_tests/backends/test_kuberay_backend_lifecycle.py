@@ -67,8 +67,15 @@ def test_submit_follow_logs_and_succeed(fake_apiserver: FakeKubeApiServer,
 
 @pytest.mark.parametrize("status,state,message", [
     ({}, JobState.PENDING, "jobDeploymentStatus New"),
-    ({"jobDeploymentStatus": "Initializing", "rayClusterStatus": {"state": "failed", "reason": "quota"}},
-     JobState.PENDING, "RayCluster failed (quota)"),
+    ({"jobDeploymentStatus": "Initializing", "rayClusterStatus": {"conditions": [
+        {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreateHeadPod",
+         "message": "FailedCreateHeadPod\npods \"x-head\" is forbidden: exceeded quota"}]}},
+     JobState.PENDING, 'RayCluster FailedCreateHeadPod: FailedCreateHeadPod pods "x-head" is forbidden'),
+    # KubeRay writes a terminal jobStatus before the submitter has finished: not done yet.
+    ({"jobDeploymentStatus": "Running", "jobStatus": "SUCCEEDED"}, JobState.RUNNING,
+     "waiting for the submitter"),
+    ({"jobDeploymentStatus": "Running", "jobStatus": "FAILED"}, JobState.RUNNING,
+     "waiting for the submitter"),
     ({"jobDeploymentStatus": "Running", "jobStatus": "PENDING"}, JobState.PENDING, "Running"),
     ({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}, JobState.RUNNING, ""),
     ({"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED", "message": "ok"},

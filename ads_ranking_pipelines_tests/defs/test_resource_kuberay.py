@@ -108,7 +108,8 @@ def assert_nothing_left(fake: FakeKubeApiServer) -> None:
 def test_gpu_request_reaches_the_rayjob(fake_apiserver: FakeKubeApiServer, tmp_path) -> None:
     # KubeRay keeps the finished job's cluster a while (as with ttlSecondsAfterFinished): the
     # asset still sees it, and the resource's teardown has to take it away.
-    fake_apiserver.scenario = Scenario(log_lines=DRIVER_LOG, cluster_cleanup_after_s=600)
+    fake_apiserver.scenario = Scenario(log_lines=DRIVER_LOG)
+    fake_apiserver.time_scale = 1.0  # ttlSecondsAfterFinished in real seconds: the cluster stays
     seen: dict[str, Any] = {}
     result, messages = materialize(fake_apiserver, tmp_path, H100, seen)
     assert result.success, messages
