@@ -27,7 +27,12 @@ from ads_ranking_pipelines.cli.common import EXIT_INVALID, EXIT_RUNTIME, fail
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.pools import CatalogError, PoolCatalog, load_catalog
 from ads_ranking_pipelines.config.settings import Settings
-from ads_ranking_pipelines.config.validation import RequestError, validate_request
+from ads_ranking_pipelines.config.validation import (
+    RequestError,
+    RequestErrors,
+    ResolvedRequest,
+    resolve_request,
+)
 
 if TYPE_CHECKING:
     from ads_ranking_pipelines.backends.kuberay import ClusterInfo, KubeRayBackend
@@ -108,6 +113,8 @@ def option_for(field_name: str) -> str:
 
 
 def request_error(exc: RequestError) -> str:
+    if isinstance(exc, RequestErrors):
+        return exc.describe(request_error)
     valid = ", ".join(map(str, exc.valid)) if isinstance(exc.valid, (list, tuple)) else exc.valid
     reason = f": {exc.reason}" if exc.reason else ""
     return f"invalid {option_for(exc.field)} = {exc.value!r}{reason}; valid: {valid}"
@@ -150,8 +157,9 @@ def parse_labels(values: list[str] | None) -> dict[str, str]:
 def build_request(env: CliEnv, *, name: str | None, owner: str | None, gpu_pool: str | None,
                   workers: int, gpus_per_worker: int, cpus_per_worker: float, memory: str,
                   head_cpus: float, head_memory: str, image: str | None, namespace: str | None,
-                  labels: list[str] | None, autoscaling: bool) -> ClusterRequest:
-    """A ClusterRequest from CLI options, validated against the catalog (exit 2 otherwise)."""
+                  labels: list[str] | None, autoscaling: bool) -> ResolvedRequest:
+    """A ClusterRequest from CLI options, resolved against the catalog once (exit 2 with
+    every problem otherwise)."""
     catalog = env.catalog
     pool_name = gpu_pool or catalog.default_pool
     owner = owner or env.default_owner
@@ -169,13 +177,11 @@ def build_request(env: CliEnv, *, name: str | None, owner: str | None, gpu_pool:
     elif pool_name in catalog and catalog.get(pool_name).has_gpus:
         fields["image"] = GPU_IMAGE
     try:
-        request = ClusterRequest(**fields)
-        validate_request(request, catalog)
+        return resolve_request(ClusterRequest(**fields), catalog)
     except ValidationError as exc:
         fail(validation_error(exc), EXIT_INVALID)
     except RequestError as exc:
         fail(request_error(exc), EXIT_INVALID)
-    return request
 
 
 @contextlib.contextmanager

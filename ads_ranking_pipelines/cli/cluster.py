@@ -34,8 +34,7 @@ from ads_ranking_pipelines.cli.backend_factory import (
     request_error,
 )
 from ads_ranking_pipelines.cli.common import EXIT_INVALID, EXIT_RUNTIME, fail
-from ads_ranking_pipelines.config.cluster import ClusterRequest
-from ads_ranking_pipelines.config.validation import RequestError
+from ads_ranking_pipelines.config.validation import RequestError, ResolvedRequest
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Ray clusters from the one template: render, create, list, describe, delete.")
@@ -68,7 +67,7 @@ CONTEXT = typer.Option(None, "--context", help="kubeconfig context (kuberay).")
 IN_CLUSTER = typer.Option(False, "--in-cluster", help="Use the pod's service account (kuberay).")
 
 
-def _request(env: CliEnv, **options: Any) -> ClusterRequest:
+def _request(env: CliEnv, **options: Any) -> ResolvedRequest:
     return build_request(env, **options)
 
 
@@ -95,19 +94,19 @@ def render_cmd(
     env = cli_env(ctx)
     if kind not in ("raycluster", "rayjob"):
         fail(f"invalid --kind={kind!r}; valid: raycluster, rayjob", EXIT_INVALID)
-    request = _request(env, name=name, owner=owner, gpu_pool=gpu_pool, workers=workers,
-                       gpus_per_worker=gpus_per_worker, cpus_per_worker=cpus_per_worker,
-                       memory=memory, head_cpus=head_cpus, head_memory=head_memory, image=image,
-                       namespace=namespace, labels=label, autoscaling=autoscaling)
+    resolved = _request(env, name=name, owner=owner, gpu_pool=gpu_pool, workers=workers,
+                        gpus_per_worker=gpus_per_worker, cpus_per_worker=cpus_per_worker,
+                        memory=memory, head_cpus=head_cpus, head_memory=head_memory, image=image,
+                        namespace=namespace, labels=label, autoscaling=autoscaling)
     try:
         if kind == "raycluster":
-            manifest = build_raycluster(request, env.catalog)
+            manifest = build_raycluster(resolved)
         else:
             if not entrypoint:
                 fail("invalid --entrypoint (entrypoint) = None: required with --kind rayjob; "
                      "valid: a shell command", EXIT_INVALID)
-            manifest = build_rayjob(request, env.catalog, entrypoint=entrypoint,
-                                    submission_id=submission_id or request.name)
+            manifest = build_rayjob(resolved, entrypoint=entrypoint,
+                                    submission_id=submission_id or resolved.name)
     except RequestError as exc:
         fail(request_error(exc), EXIT_INVALID)
     render.echo(render.dump(manifest, output))
@@ -131,13 +130,14 @@ def create(
     """Create a long-lived Ray cluster and (by default) wait until it is ready."""
     env = cli_env(ctx)
     which = backend_choice(env, backend)
-    request = _request(env, name=name, owner=owner, gpu_pool=gpu_pool, workers=workers,
-                       gpus_per_worker=gpus_per_worker, cpus_per_worker=cpus_per_worker,
-                       memory=memory, head_cpus=head_cpus, head_memory=head_memory, image=image,
-                       namespace=namespace, labels=label, autoscaling=autoscaling)
+    resolved = _request(env, name=name, owner=owner, gpu_pool=gpu_pool, workers=workers,
+                        gpus_per_worker=gpus_per_worker, cpus_per_worker=cpus_per_worker,
+                        memory=memory, head_cpus=head_cpus, head_memory=head_memory, image=image,
+                        namespace=namespace, labels=label, autoscaling=autoscaling)
+    request = resolved.request
     err = render.stderr()
     if which == "local":
-        info = _create_local(env, request, timeout)
+        info = _create_local(env, resolved, timeout)
     else:
         kube = KubeOptions(context, in_cluster, namespace)
         with err.status(f"creating RayCluster {request.name}…") as spinner:
@@ -148,17 +148,17 @@ def create(
 
             kr = kuberay_backend(env, kube, on_status=progress)
             with errors_to_exit_codes(), sigterm_as_interrupt():
-                info = kr.create_cluster(request, wait=wait, timeout_s=timeout)
+                info = kr.create_cluster(resolved, wait=wait, timeout_s=timeout)
     _print_infos([info], output)
     if output is render.TableOutput.table:
         err.print(f"cluster {info.name} {'ready' if wait else 'created'} ({which}); "
                   f"dashboard {info.dashboard or 'n/a'}")
 
 
-def _create_local(env: CliEnv, request: ClusterRequest, timeout: float):
+def _create_local(env: CliEnv, resolved: ResolvedRequest, timeout: float):
     from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
 
-    pool = env.catalog.get(request.gpu_pool)
+    request, pool = resolved.request, resolved.pool
     if pool.has_gpus or request.gpus_per_worker:
         cpu_pools = ", ".join(p.name for p in env.catalog if not p.has_gpus)
         fail(f"invalid --gpu-pool (gpu_pool) = {request.gpu_pool!r}: the local backend has no "

@@ -21,7 +21,7 @@ from ads_ranking_pipelines.config.source import (
     SyntheticSpec,
 )
 from ads_ranking_pipelines.config.training import TrainingParams
-from ads_ranking_pipelines.config.validation import RequestError, validate_request
+from ads_ranking_pipelines.config.validation import RequestError, resolve_request
 from ads_ranking_pipelines.storage.layout import StorageLayout
 
 _SYN = SyntheticSpec()
@@ -147,8 +147,7 @@ class RayClusterResource(dg.ConfigurableResource):
             fields["image"] = self.image or (
                 f"rayproject/ray:2.60.0-py311-{'gpu' if params.gpus_per_worker else 'cpu'}")
         try:
-            request = ClusterRequest(**fields)
-            validate_request(request, catalog)
+            request = resolve_request(ClusterRequest(**fields), catalog).request
         except ValidationError as exc:
             raise dg.Failure(description=format_validation_error(exc, ClusterRequest, prefix="cluster."),
                              allow_retries=False) from None

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.pools import GpuPool
 from ads_ranking_pipelines.config.quantity import format_cpu, format_memory, parse_memory
+from ads_ranking_pipelines.config.validation import ResolvedRequest
 
 RAY_UID = 1000  # user "ray" in rayproject/ray images
 RAY_GID = 100  # group "users" in rayproject/ray images
@@ -163,13 +163,12 @@ def pod_template(
     return {"metadata": {"labels": dict(labels)}, "spec": spec}
 
 
-def head_pod_template(
-    request: ClusterRequest, pool: GpuPool, labels: Mapping[str, str]
-) -> dict[str, Any]:
+def head_pod_template(resolved: ResolvedRequest, labels: Mapping[str, str]) -> dict[str, Any]:
     """The Ray head: no GPU, and no pool selector or GPU tolerations, so that it lands on an
     ordinary CPU node instead of occupying a GPU machine. It mounts a service-account token
     only when the in-tree autoscaler (a sidecar sharing its service account) needs the API.
     """
+    request, pool = resolved.request, resolved.pool
     volume, mount = shm_volume(request.head_memory)
     container = ray_container(
         HEAD_CONTAINER_NAME, request.image, cpus=request.head_cpus, memory=request.head_memory,
@@ -182,11 +181,10 @@ def head_pod_template(
     )
 
 
-def worker_pod_template(
-    request: ClusterRequest, pool: GpuPool, labels: Mapping[str, str]
-) -> dict[str, Any]:
-    """A Ray worker on ``pool``: the pool's node selector and tolerations, Guaranteed QoS,
-    ``nvidia.com/gpu`` requests == limits, and no service-account token."""
+def worker_pod_template(resolved: ResolvedRequest, labels: Mapping[str, str]) -> dict[str, Any]:
+    """A Ray worker on the request's pool: the pool's node selector and tolerations,
+    Guaranteed QoS, ``nvidia.com/gpu`` requests == limits, and no service-account token."""
+    request, pool = resolved.request, resolved.pool
     volume, mount = shm_volume(request.memory_per_worker)
     container = ray_container(
         WORKER_CONTAINER_NAME, request.image, cpus=request.cpus_per_worker,
@@ -200,14 +198,15 @@ def worker_pod_template(
     )
 
 
-def submitter_pod_template(request: ClusterRequest, labels: Mapping[str, str]) -> dict[str, Any]:
+def submitter_pod_template(*, image: str, service_account: str, labels: Mapping[str, str]
+                           ) -> dict[str, Any]:
     """The K8sJobMode submitter. No command: KubeRay fills in ``ray job submit`` (with the
     submission id, runtime env and the auth token from the cluster's Secret) when it sees
     none. It talks to the Ray dashboard only, never to the Kubernetes API."""
     container = ray_container(
-        SUBMITTER_CONTAINER_NAME, request.image, cpus=SUBMITTER_CPUS, memory=SUBMITTER_MEMORY,
+        SUBMITTER_CONTAINER_NAME, image, cpus=SUBMITTER_CPUS, memory=SUBMITTER_MEMORY,
     )
     return pod_template(
-        containers=[container], labels=labels, service_account=request.service_account,
+        containers=[container], labels=labels, service_account=service_account,
         automount_service_account_token=False, restart_policy="Never",
     )

@@ -14,9 +14,7 @@ from typing import Any
 
 import yaml
 
-from ads_ranking_pipelines.config.cluster import ClusterRequest
-from ads_ranking_pipelines.config.pools import PoolCatalog
-from ads_ranking_pipelines.config.validation import RequestError, validate_request
+from ads_ranking_pipelines.config.validation import RequestError, ResolvedRequest
 from ads_ranking_pipelines.kuberay import rules
 from ads_ranking_pipelines.kuberay.labels import build_labels
 from ads_ranking_pipelines.kuberay.pod import submitter_pod_template
@@ -45,8 +43,7 @@ def _runtime_env_yaml(runtime_env: Mapping[str, Any] | None) -> str | None:
 
 
 def build_rayjob(
-    request: ClusterRequest,
-    catalog: PoolCatalog,
+    resolved: ResolvedRequest,
     *,
     entrypoint: str,
     submission_id: str,
@@ -56,16 +53,16 @@ def build_rayjob(
     code_location: str | None = None,
     backoff_limit: int = DEFAULT_BACKOFF_LIMIT,
 ) -> dict[str, Any]:
-    """A complete, validated RayJob manifest running ``entrypoint`` on a cluster for
-    ``request``.
+    """A complete RayJob manifest running ``entrypoint`` on a cluster for the resolved
+    request (checked once by ``resolve_request``; not again here).
 
     The cluster is shut down when the job finishes and the RayJob deleted
     ``request.ttl_seconds_after_finished`` later; the job is failed after
     ``request.active_deadline_seconds``. ``runtime_env`` is Ray's runtime_env dict
     (rendered as ``runtimeEnvYAML``); it must not carry credentials. Raises
-    ``RequestError``/``RuleError`` naming the offending field.
+    ``RequestError``/``RuleError`` naming the offending argument or manifest field.
     """
-    validate_request(request, catalog)
+    request = resolved.request
     if not isinstance(entrypoint, str) or not entrypoint.strip():
         raise RequestError("entrypoint", entrypoint, "a non-empty shell command",
                            "the submitter runs it with `ray job submit`")
@@ -73,8 +70,7 @@ def build_rayjob(
         raise RequestError("submission_id", submission_id,
                            "1-128 chars of [A-Za-z0-9_.:-], starting alphanumeric",
                            "becomes the Ray job id")
-    pool = catalog.get(request.gpu_pool)
-    all_labels = build_labels(request, pool, labels=labels, run_id=run_id,
+    all_labels = build_labels(resolved, labels=labels, run_id=run_id,
                               code_location=code_location)
     spec: dict[str, Any] = {
         "entrypoint": entrypoint,
@@ -88,8 +84,9 @@ def build_rayjob(
     env_yaml = _runtime_env_yaml(runtime_env)
     if env_yaml is not None:
         spec["runtimeEnvYAML"] = env_yaml
-    spec["rayClusterSpec"] = build_raycluster_spec(request, pool, pod_labels=all_labels)
-    spec["submitterPodTemplate"] = submitter_pod_template(request, all_labels)
+    spec["rayClusterSpec"] = build_raycluster_spec(resolved, pod_labels=all_labels)
+    spec["submitterPodTemplate"] = submitter_pod_template(
+        image=request.image, service_account=request.service_account, labels=all_labels)
     manifest = {
         "apiVersion": API_VERSION,
         "kind": KIND,

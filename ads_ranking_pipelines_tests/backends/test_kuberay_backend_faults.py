@@ -10,6 +10,7 @@ import pytest
 from ads_ranking_pipelines.backends.base import BackendError, JobSpec, JobState
 from ads_ranking_pipelines.backends.kuberay import rayjob_name_for
 from ads_ranking_pipelines.backends.kuberay.client import RAYJOBS
+from ads_ranking_pipelines.config.validation import resolve_request
 from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
 from ads_ranking_pipelines_tests.backends.kuberay_helpers import (
     CATALOG,
@@ -94,8 +95,8 @@ def test_readiness_timeout_fails_and_cleans_up(fake_apiserver: FakeKubeApiServer
 def test_409_on_create_leaves_the_other_object_alone(fake_apiserver: FakeKubeApiServer) -> None:
     fake_apiserver.scenario = Scenario(outcome="hang")
     name = rayjob_name_for(REQUEST.name, JOB.submission_id)
-    foreign = build_rayjob(REQUEST.model_copy(update={"name": name, "owner": "someone-else"}),
-                           CATALOG, entrypoint="python theirs.py", submission_id="theirs")
+    foreign = build_rayjob(resolve_request(REQUEST.model_copy(update={"name": name, "owner": "someone-else"}),
+                                           CATALOG), entrypoint="python theirs.py", submission_id="theirs")
     fake_apiserver.seed(RAYJOBS, foreign)
     backend = make_backend(fake_apiserver)
     with pytest.raises(BackendError) as info:

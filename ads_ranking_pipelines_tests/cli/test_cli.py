@@ -70,6 +70,18 @@ def test_invalid_input_exits_2_naming_field_and_valid_values(tmp_path, args, fie
     assert "Traceback" not in result.stderr
 
 
+def test_every_invalid_option_is_reported_in_one_go(tmp_path) -> None:
+    result = run_cli("cluster", "render", "--gpu-pool", "h100-80gb", "--workers", "9",
+                     "--cpus-per-worker", "250", "--head-memory", "64Mi", env=cli_env(tmp_path))
+    assert result.returncode == 2, result
+    assert "4 problems in the request" in result.stderr, result.stderr
+    for option in ("--workers (workers) = 9", "--gpus-per-worker (gpus_per_worker) = 0",
+                   "--cpus-per-worker (cpus_per_worker) = 250.0",
+                   "--head-memory (head_memory) = '64Mi'"):
+        assert option in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_pools_list_json(tmp_path) -> None:
     data = ok_json(run_cli("pools", "list", "-o", "json", env=cli_env(tmp_path)))
     assert data["default_pool"] == "local"

@@ -9,7 +9,7 @@ import pytest
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.pools import load_catalog
 from ads_ranking_pipelines.config.quantity import parse_memory
-from ads_ranking_pipelines.config.validation import RequestError
+from ads_ranking_pipelines.config.validation import RequestError, RequestErrors, resolve_request
 from ads_ranking_pipelines.kuberay.pod import GPU_RESOURCE, SHM_FRACTION, container_security_context
 from ads_ranking_pipelines.kuberay.raycluster import build_raycluster
 from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
@@ -123,19 +123,19 @@ def test_no_secret_values_rendered(case: Case) -> None:
 
 
 def test_head_only_cluster_schedules_on_the_head() -> None:
-    cluster = build_raycluster(ClusterRequest(name="solo", workers=0), CATALOG)
+    cluster = build_raycluster(resolve_request(ClusterRequest(name="solo", workers=0), CATALOG))
     assert "num-cpus" not in cluster["spec"]["headGroupSpec"]["rayStartParams"]
     assert cluster["spec"]["workerGroupSpecs"][0]["replicas"] == 0
 
 
-def test_builders_validate_the_request() -> None:
-    bad = ClusterRequest(name="r", gpu_pool="h100-80gb", gpus_per_worker=16,
-                         image="rayproject/ray:2.60.0-py311-gpu")
-    with pytest.raises(RequestError) as info:
-        build_raycluster(bad, CATALOG)
-    assert info.value.field == "gpus_per_worker"
-    with pytest.raises(RequestError):
-        build_rayjob(bad, CATALOG, entrypoint="python x.py", submission_id="s")
+def test_one_rayjob_per_submission_renames_without_revalidating() -> None:
+    resolved = resolve_request(ClusterRequest(name="r"), CATALOG)
+    job = build_rayjob(resolved.renamed("r-step-1"), entrypoint="python x.py", submission_id="s")
+    assert job["metadata"]["name"] == "r-step-1"
+    assert job["spec"]["rayClusterSpec"] == build_raycluster(resolved)["spec"]
+    with pytest.raises(RequestErrors) as info:
+        resolved.renamed("Not A Name")
+    assert info.value.field == "name" and "DNS-1035" in str(info.value)
 
 
 @pytest.mark.parametrize("kwargs,field", [
@@ -150,6 +150,6 @@ def test_builders_validate_the_request() -> None:
 ])
 def test_rayjob_arguments_are_checked(kwargs: dict, field: str) -> None:
     with pytest.raises(RequestError) as info:
-        build_rayjob(ClusterRequest(name="r"), CATALOG, **kwargs)
+        build_rayjob(resolve_request(ClusterRequest(name="r"), CATALOG), **kwargs)
     assert info.value.field == field
     assert "hf_abc" not in str(info.value)

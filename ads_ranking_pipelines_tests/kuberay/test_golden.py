@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from ads_ranking_pipelines.config.pools import load_catalog
+from ads_ranking_pipelines.config.validation import resolve_request
 from ads_ranking_pipelines.kuberay.raycluster import build_raycluster
 from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
 from ads_ranking_pipelines_tests.kuberay.cases import CASES, SUBMISSION_ID, Case
@@ -24,11 +25,11 @@ UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 
 
 def render(case: Case) -> dict[str, dict[str, Any]]:
-    catalog = load_catalog()
+    resolved = resolve_request(case.request, load_catalog())
     return {
-        "raycluster": build_raycluster(case.request, catalog, **case.label_kwargs()),
+        "raycluster": build_raycluster(resolved, **case.label_kwargs()),
         "rayjob": build_rayjob(
-            case.request, catalog, entrypoint=case.entrypoint, submission_id=SUBMISSION_ID,
+            resolved, entrypoint=case.entrypoint, submission_id=SUBMISSION_ID,
             runtime_env=case.runtime_env, **case.label_kwargs(),
         ),
     }

@@ -17,7 +17,7 @@ from ads_ranking_pipelines.backends.kuberay.session import KubeRayClusterSession
 from ads_ranking_pipelines.backends.kuberay.status import ClusterInfo
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.pools import PoolCatalog
-from ads_ranking_pipelines.config.validation import validate_request
+from ads_ranking_pipelines.config.validation import ResolvedRequest
 from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
 
 __all__ = ["KubeRayBackend", "StatusCallback"]
@@ -63,16 +63,15 @@ class KubeRayBackend(RayBackend):
 
     # ---- sessions: one RayJob (and its own cluster) per submitted job ------------------------
     @contextlib.contextmanager
-    def session(self, request: ClusterRequest, *, run_id: str | None = None,
+    def session(self, request: ClusterRequest | ResolvedRequest, *, run_id: str | None = None,
                 code_location: str | None = None) -> Iterator[KubeRayClusterSession]:
         ctx = self.ctx
-        request = self.clusters._ns(request)
         run_id, code_location = run_id or ctx.run_id, code_location or ctx.code_location
-        # Everything that can be checked is checked before anything is created.
-        validate_request(request, ctx.catalog)
-        build_rayjob(request, ctx.catalog, entrypoint="true", submission_id="preflight",
+        # Everything that can be checked is checked once, before anything is created.
+        resolved = ctx.resolve(request)
+        build_rayjob(resolved, entrypoint="true", submission_id="preflight",
                      labels=ctx.labels, run_id=run_id, code_location=code_location)
-        session = KubeRayClusterSession(ctx, self.jobs, request, run_id=run_id,
+        session = KubeRayClusterSession(ctx, self.jobs, resolved, run_id=run_id,
                                         code_location=code_location)
         try:
             yield session
@@ -101,10 +100,13 @@ class KubeRayBackend(RayBackend):
     def list_jobs(self, namespace: str) -> list[dict[str, Any]]:
         return self.jobs.list(namespace)
 
-    def render_cluster(self, request: ClusterRequest) -> dict[str, Any]:
+    def resolve(self, request: ClusterRequest | ResolvedRequest) -> ResolvedRequest:
+        return self.ctx.resolve(request)
+
+    def render_cluster(self, request: ClusterRequest | ResolvedRequest) -> dict[str, Any]:
         return self.clusters.render_cluster(request)
 
-    def create_cluster(self, request: ClusterRequest, *, wait: bool = True,
+    def create_cluster(self, request: ClusterRequest | ResolvedRequest, *, wait: bool = True,
                        timeout_s: float | None = None, delete_on_failure: bool = True) -> ClusterInfo:
         return self.clusters.create_cluster(request, wait=wait, timeout_s=timeout_s,
                                             delete_on_failure=delete_on_failure)

@@ -26,6 +26,7 @@ from ads_ranking_pipelines.backends.kuberay.status import (
 from ads_ranking_pipelines.backends.kuberay.context import KubeRayContext
 from ads_ranking_pipelines.backends.kuberay.rayjobs import RayJobs
 from ads_ranking_pipelines.config.cluster import ClusterRequest
+from ads_ranking_pipelines.config.validation import ResolvedRequest
 from ads_ranking_pipelines.backends.kuberay.client import (
     RAYCLUSTERS,
     RAYJOBS,
@@ -44,17 +45,12 @@ class RayClusters:
         self.ctx = ctx
         self.jobs = jobs
 
-    def _ns(self, request: ClusterRequest) -> ClusterRequest:
-        if self.ctx.namespace and self.ctx.namespace != request.namespace:
-            return request.model_copy(update={"namespace": self.ctx.namespace})
-        return request
-
-    def render_cluster(self, request: ClusterRequest) -> dict[str, Any]:
+    def render_cluster(self, request: ClusterRequest | ResolvedRequest) -> dict[str, Any]:
         ctx = self.ctx
-        return build_raycluster(self._ns(request), ctx.catalog, labels=ctx.labels,
-                                run_id=ctx.run_id, code_location=ctx.code_location)
+        return build_raycluster(ctx.resolve(request), labels=ctx.labels, run_id=ctx.run_id,
+                                code_location=ctx.code_location)
 
-    def create_cluster(self, request: ClusterRequest, *, wait: bool = True,
+    def create_cluster(self, request: ClusterRequest | ResolvedRequest, *, wait: bool = True,
                        timeout_s: float | None = None, delete_on_failure: bool = True) -> ClusterInfo:
         """Create a RayCluster for ``request``; with ``wait``, until its state is ``ready``.
 

@@ -15,7 +15,9 @@ from typing import Any, TypeVar
 from ads_ranking_pipelines.backends.base import BackendError
 from ads_ranking_pipelines.backends.kuberay import calls
 from ads_ranking_pipelines.backends.kuberay.client import KubeRayClient
+from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.pools import PoolCatalog
+from ads_ranking_pipelines.config.validation import ResolvedRequest, resolve_request
 
 StatusCallback = Callable[[str, Mapping[str, Any]], None]
 T = TypeVar("T")
@@ -47,6 +49,15 @@ class KubeRayContext:
     unschedulable_grace_s: float = 60.0
     on_status: StatusCallback | None = None
     sleep: Callable[[float], None] = time.sleep
+
+    def resolve(self, request: ClusterRequest | ResolvedRequest) -> ResolvedRequest:
+        """``request`` in this backend's namespace, completed and checked against the catalog
+        once (an already resolved request is not checked again)."""
+        if isinstance(request, ResolvedRequest):
+            return request.in_namespace(self.namespace) if self.namespace else request
+        if self.namespace and self.namespace != request.namespace:
+            request = request.model_copy(update={"namespace": self.namespace})
+        return resolve_request(request, self.catalog)
 
     def notify(self, name: str, status: Mapping[str, Any]) -> None:
         if self.on_status is not None:

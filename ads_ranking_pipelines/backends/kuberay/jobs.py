@@ -86,12 +86,9 @@ def rayjob_for_cluster(cluster: Mapping[str, Any], job: JobSpec, *, owner: str,
         all_labels[LABEL_DAGSTER_CODE_LOCATION] = code_location
     all_labels[SUBMISSION_ID_LABEL] = job.submission_id
     all_labels = {k: sanitize_label_value(str(v)) for k, v in sorted(all_labels.items())}
-    submitter_request = ClusterRequest(
-        name=job_name, owner=owner, namespace=namespace,
-        image=containers[0].get("image") or ClusterRequest.model_fields["image"].default,
-        service_account=head_spec.get("serviceAccountName")
-        or ClusterRequest.model_fields["service_account"].default,
-    )
+    image = containers[0].get("image") or ClusterRequest.model_fields["image"].default
+    service_account = (head_spec.get("serviceAccountName")
+                       or ClusterRequest.model_fields["service_account"].default)
     try:
         env = runtime_env(job)
         spec: dict[str, Any] = {
@@ -104,7 +101,8 @@ def rayjob_for_cluster(cluster: Mapping[str, Any], job: JobSpec, *, owner: str,
         }
         spec["runtimeEnvYAML"] = yaml.safe_dump(env, sort_keys=True, default_flow_style=False)
         add_job_fields(spec, job)
-        spec["submitterPodTemplate"] = submitter_pod_template(submitter_request, all_labels)
+        spec["submitterPodTemplate"] = submitter_pod_template(
+            image=image, service_account=service_account, labels=all_labels)
         manifest = {"apiVersion": API_VERSION, "kind": "RayJob",
                     "metadata": {"name": job_name, "namespace": namespace, "labels": all_labels},
                     "spec": spec}

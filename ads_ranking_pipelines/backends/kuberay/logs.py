@@ -93,6 +93,22 @@ class LogFollower:
         self._terminal = terminal
         self.replay = ReplayFilter()
 
+    def _next_pod(self, finished: set[str]) -> tuple[str | None, str | None]:
+        """The submitter pod to read next and its phase. A Job runs one pod at a time, so the
+        active one (Pending / Running) is it; pods that ended before we read them are then
+        skipped (the active pod prints the whole driver log again). With no active pod, an
+        ended pod not read yet. Creation times have one-second resolution, so they do not
+        order pods made within the same second; phases do."""
+        unread = [p for p in self._pods() if p["metadata"]["name"] not in finished]
+        active = [p for p in unread if (p.get("status") or {}).get("phase") in
+                  ("Pending", "Running", None)]
+        if active:
+            finished.update(p["metadata"]["name"] for p in unread if p not in active)
+        pod = (active or unread or [None])[-1]
+        if pod is None:
+            return None, None
+        return pod["metadata"]["name"], (pod.get("status") or {}).get("phase")
+
     def _phase(self, pod_name: str) -> str | None:
         for pod in self._pods():
             if pod["metadata"]["name"] == pod_name:
@@ -109,11 +125,8 @@ class LogFollower:
         current: str | None = None
         while True:
             terminal = self._terminal()
-            pods = self._pods()
-            pod = pods[-1] if pods else None
-            pod_name = pod["metadata"]["name"] if pod else None
-            phase = (pod.get("status") or {}).get("phase") if pod else None
-            if pod_name is None or phase == "Pending" or pod_name in finished:
+            pod_name, phase = self._next_pod(finished)
+            if pod_name is None or phase == "Pending":
                 if terminal:
                     return
                 self.ctx.sleep(self.ctx.poll_interval_s)

@@ -32,8 +32,7 @@ from ads_ranking_pipelines.backends.kuberay.status import (
     SUBMISSION_ID_LABEL,
     rayjob_name_for,
 )
-from ads_ranking_pipelines.config.cluster import ClusterRequest
-from ads_ranking_pipelines.config.validation import RequestError
+from ads_ranking_pipelines.config.validation import RequestError, ResolvedRequest
 from ads_ranking_pipelines.kuberay import rules
 from ads_ranking_pipelines.backends.kuberay.client import (
     RAYCLUSTERS,
@@ -60,10 +59,12 @@ class KubeRayClusterSession(ClusterSession):
     in one thread while it polls the status in another.
     """
 
-    def __init__(self, ctx: KubeRayContext, jobs: RayJobs, request: ClusterRequest, *,
+    def __init__(self, ctx: KubeRayContext, jobs: RayJobs, resolved: ResolvedRequest, *,
                  run_id: str | None = None, code_location: str | None = None) -> None:
+        request = resolved.request
         self.ctx = ctx
         self.jobs = jobs
+        self.resolved = resolved
         self.request = request
         self.name = request.name
         self.namespace = request.namespace
@@ -82,12 +83,12 @@ class KubeRayClusterSession(ClusterSession):
 
     def render(self, job: JobSpec) -> dict[str, Any]:
         """The RayJob manifest ``submit`` would create for ``job`` (no API calls)."""
-        job_request = self.request.model_copy(
-            update={"name": rayjob_name_for(self.request.name, job.submission_id)})
         labels = {**self.ctx.labels, SUBMISSION_ID_LABEL: job.submission_id}
         try:
+            job_request = self.resolved.renamed(rayjob_name_for(self.request.name,
+                                                                job.submission_id))
             manifest = build_rayjob(
-                job_request, self.ctx.catalog, entrypoint=job.entrypoint,
+                job_request, entrypoint=job.entrypoint,
                 submission_id=job.submission_id, runtime_env=runtime_env(job), labels=labels,
                 run_id=self.run_id, code_location=self.code_location)
             add_job_fields(manifest["spec"], job)
