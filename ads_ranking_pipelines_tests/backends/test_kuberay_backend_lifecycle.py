@@ -55,7 +55,8 @@ def test_submit_follow_logs_and_succeed(fake_apiserver: FakeKubeApiServer,
     assert labels["dagster/code-location"] == "ads_ranking_pipelines"
     assert labels["ads-ranking.io/submission-id"] == JOB.submission_id
     spec = rayjob["spec"]
-    assert spec["jobId"] == JOB.submission_id and spec["shutdownAfterJobFinishes"] is True
+    assert spec["jobId"] == JOB.submission_id and spec["shutdownAfterJobFinishes"] is False
+    assert {r["policy"] for r in spec["deletionStrategy"]["deletionRules"]} == {"DeleteCluster", "DeleteSelf"}
     assert yaml.safe_load(spec["runtimeEnvYAML"])["env_vars"]["DAGSTER_PIPES_CONTEXT"] == PIPES_VALUE
     crd_schema.assert_valid({k: v for k, v in rayjob.items() if k != "status"})
     assert cluster == [] or all(c.startswith(job_id) for c in cluster)

@@ -70,7 +70,8 @@ class KubeRayBackend(RayBackend):
         # Everything that can be checked is checked once, before anything is created.
         resolved = ctx.resolve(request)
         build_rayjob(resolved, entrypoint="true", submission_id="preflight",
-                     labels=ctx.labels, run_id=run_id, code_location=code_location)
+                     labels=ctx.labels, run_id=run_id, code_location=code_location,
+                     deletion=ctx.rayjob_deletion)
         session = KubeRayClusterSession(ctx, self.jobs, resolved, run_id=run_id,
                                         code_location=code_location)
         try:

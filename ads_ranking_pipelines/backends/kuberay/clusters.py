@@ -139,7 +139,8 @@ class RayClusters:
         no cluster of its own, so nothing is shut down when it ends."""
         ctx = self.ctx
         return rayjob_for_cluster(cluster, job, owner=owner, labels=ctx.labels,
-                                  run_id=ctx.run_id, code_location=ctx.code_location)
+                                  run_id=ctx.run_id, code_location=ctx.code_location,
+                                  deletion=ctx.rayjob_deletion)
 
     def submit_to_cluster(self, namespace: str, cluster_name: str, job: JobSpec, *,
                           owner: str = "unknown") -> str:

@@ -33,7 +33,10 @@ class KubeRayContext:
     be seen before the wait fails (KubeRay retries pod creation every reconcile; one failed
     attempt can be a transient API error). ``unschedulable_grace_s``: how long a Ray pod may
     stay unschedulable, with no scale-up triggered for it, before the wait fails with the
-    scheduler's words.
+    scheduler's words. ``rayjob_deletion``: how the operator cleans up after a RayJob,
+    ``rules`` (KubeRay's deletion rules; the ``RayJobDeletionPolicy`` gate, on by default in
+    v1.7) or ``shutdown`` (``shutdownAfterJobFinishes``: only the cluster goes; our garbage
+    collector removes the RayJob) - see :func:`~ads_ranking_pipelines.kuberay.rayjob.cleanup_fields`.
     """
 
     client: KubeRayClient
@@ -47,6 +50,7 @@ class KubeRayContext:
     teardown_timeout_s: float = 300.0
     failure_polls: int = 3
     unschedulable_grace_s: float = 60.0
+    rayjob_deletion: str = "rules"
     on_status: StatusCallback | None = None
     sleep: Callable[[float], None] = time.sleep
 

@@ -90,7 +90,8 @@ class KubeRayClusterSession(ClusterSession):
             manifest = build_rayjob(
                 job_request, entrypoint=job.entrypoint,
                 submission_id=job.submission_id, runtime_env=runtime_env(job), labels=labels,
-                run_id=self.run_id, code_location=self.code_location)
+                run_id=self.run_id, code_location=self.code_location,
+                deletion=self.ctx.rayjob_deletion)
             add_job_fields(manifest["spec"], job)
             rules.check_rayjob(manifest)
         except RequestError as exc:

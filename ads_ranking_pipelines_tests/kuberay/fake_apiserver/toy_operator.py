@@ -118,6 +118,7 @@ class ToyOperator(ObjectStore):
     feature_gates: dict[str, bool]
     delete_rayjob_cr_after_job_finishes: bool
     stopped_jobs: list[str]
+    operator_made: list[dict[str, Any]]
     events: list[dict[str, Any]]
     _stop: threading.Event
 
@@ -410,6 +411,7 @@ class ToyOperator(ObjectStore):
             if errors:
                 self.rejected.append(f"operator-made RayCluster {ckey[2]}: {errors}")
         self.objects[ckey] = cluster
+        self.operator_made.append(copy.deepcopy(cluster))
         return cluster
 
     def _new_submitter(self, key: tuple, obj: dict, sim: dict, now: float) -> None:
