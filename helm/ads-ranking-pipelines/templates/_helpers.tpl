@@ -74,11 +74,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- $pool := default .Values.poolCatalog.default_pool .Values.defaultPool -}}
 {{- $names := list -}}
 {{- range .Values.poolCatalog.pools }}{{ $names = append $names .name }}{{ end -}}
-{{- if not (has $pool $names) -}}
-{{- fail (printf "defaultPool %q is not a pool of poolCatalog.pools; valid: %s" $pool (join ", " (sortAlpha $names))) -}}
-{{- end -}}
 {{- if not (has .Values.poolCatalog.default_pool $names) -}}
 {{- fail (printf "poolCatalog.default_pool %q is not a pool of poolCatalog.pools; valid: %s" .Values.poolCatalog.default_pool (join ", " (sortAlpha $names))) -}}
+{{- end -}}
+{{- if not (has $pool $names) -}}
+{{- fail (printf "defaultPool %q is not a pool of poolCatalog.pools; valid: %s" $pool (join ", " (sortAlpha $names))) -}}
 {{- end -}}
 {{- $pool -}}
 {{- end -}}
