@@ -11,7 +11,7 @@ import yaml
 from ads_ranking_pipelines.backends.kuberay import permissions
 from ads_ranking_pipelines.backends.kuberay.permissions import ApiPermission, rbac_rules
 from ads_ranking_pipelines_tests.helm.chart import VALUE_SETS, all_of, merge, one, render, value_set
-from ads_ranking_pipelines_tests.helm.rbac_file import RULES_FILE, rules_file_text
+from ads_ranking_pipelines_tests.helm.rbac_file import README, RULES_FILE, readme_with_table, rules_file_text
 
 READ_VERBS = {"get", "list", "watch"}
 
@@ -26,6 +26,13 @@ def test_rules_file_is_generated_from_the_backend_table() -> None:
         "helm/ads-ranking-pipelines/files/kuberay-rbac.yaml is out of date with "
         "backends/kuberay/permissions.py; regenerate it with "
         "`.venv/bin/python -m ads_ranking_pipelines_tests.helm.rbac_file`")
+
+
+def test_readme_verbs_table_is_the_backend_table() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert text == readme_with_table(text), (
+        "the verbs table in helm/README.md is out of date with backends/kuberay/permissions.py; "
+        "regenerate it with `.venv/bin/python -m ads_ranking_pipelines_tests.helm.rbac_file`")
 
 
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
