@@ -210,3 +210,15 @@ def test_pool_catalog_change_restarts_the_code_server() -> None:
                                                          "local: true, cpus_per_node: 4, "
                                                          "memory_per_node: 16Gi, max_workers: 2}]}")})
     assert checksum(base) != checksum(changed)
+
+
+def test_probes_follow_the_official_conventions() -> None:
+    """`enabled: false` switches a probe off; an own handler replaces the health check."""
+    values = merge(value_set("default"), {"codeLocation": {
+        "readinessProbe": {"enabled": False},
+        "startupProbe": {"tcpSocket": {"port": "grpc"}, "periodSeconds": 5}}})
+    container = _code_server(render(values))
+    assert "readinessProbe" not in container
+    # Helm merges the override onto the chart's default probe settings.
+    assert container["startupProbe"] == {"tcpSocket": {"port": "grpc"}, "periodSeconds": 5,
+                                         "timeoutSeconds": 10, "failureThreshold": 30}

@@ -126,9 +126,7 @@ code server, the run pods (through the container context) and X-Ray. */}}
 {{- fail (printf "%s[%d].name %q is set by the chart; use its value instead (see values.yaml): storage.home, kuberay.*, poolCatalog, defaultPool, xray.tokenSecret" $where $i $var.name) }}
 {{- end }}
 {{- end }}
-{{- with $env }}
-{{ toYaml . }}
-{{- end }}
+{{- with $env }}{{ toYaml . }}{{ end }}
 {{- end -}}
 
 {{/* Volumes every pod running our code gets: the pool catalog, a writable /tmp, and the shared
@@ -179,7 +177,7 @@ k8s:
   {{- end }}
   env:
     {{- include "arp.settingsEnv" . | nindent 4 }}
-    {{- include "arp.extraEnv" (list . $loc.env "codeLocation.env") | nindent 4 }}
+    {{- with include "arp.extraEnv" (list . $loc.env "codeLocation.env") }}{{ . | nindent 4 }}{{ end }}
   volumes:
     {{- include "arp.volumes" . | nindent 4 }}
     {{- with $loc.volumes }}{{ toYaml . | nindent 4 }}{{ end }}

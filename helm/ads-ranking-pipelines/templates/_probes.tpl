@@ -4,7 +4,7 @@ handler. Arguments: (list $probeValues $port $kind); off when `enabled: false` o
 {{- $probe := index . 0 | default dict -}}
 {{- $port := index . 1 -}}
 {{- $kind := index . 2 -}}
-{{- if and $probe (ne (toString $probe.enabled) "false") }}
+{{- if and $probe (ne (toString $probe.enabled) "false") -}}
 {{ $kind }}:
   {{- $rest := omit $probe "enabled" }}
   {{- if not (or $rest.exec $rest.grpc $rest.httpGet $rest.tcpSocket) }}
