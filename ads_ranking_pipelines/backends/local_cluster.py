@@ -30,7 +30,7 @@ import requests
 
 from ads_ranking_pipelines.backends.base import BackendError
 from ads_ranking_pipelines.backends.ports import free_ports
-from ads_ranking_pipelines.config.cluster import ClusterRequest
+from ads_ranking_pipelines.config.cluster import CPU_POOL_WORKER_CPUS, ClusterRequest
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,12 @@ HOST = "127.0.0.1"
 # address; another loopback address is taken as given, so every node stays on loopback.
 NODE_IP = "127.0.0.2"
 OBJECT_STORE_BYTES = 256 * 1024**2
+
+
+def _worker_cpus(request: ClusterRequest) -> float:
+    """A worker node's CPUs: the request's (resolved against the catalog), else the CPU-pool
+    default that resolution would have filled in (the local backend has CPU pools only)."""
+    return request.cpus_per_worker if request.cpus_per_worker is not None else CPU_POOL_WORKER_CPUS
 
 
 def _bin_dir() -> str:
@@ -226,7 +232,7 @@ class LocalRayCluster:
         with self._lock:
             # All nodes share one session log dir here: only the head's log monitor may forward
             # worker output to drivers, or every line arrives once per node.
-            proc = self._spawn([f"--address={self.state.gcs_address}", f"--num-cpus={req.cpus_per_worker:g}",
+            proc = self._spawn([f"--address={self.state.gcs_address}", f"--num-cpus={_worker_cpus(req):g}",
                                 "--include-log-monitor=false"], role="worker")
             self.state.worker_pids.append(proc.pid)
             self._save()

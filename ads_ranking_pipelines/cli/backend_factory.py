@@ -155,7 +155,7 @@ def parse_labels(values: list[str] | None) -> dict[str, str]:
 
 
 def build_request(env: CliEnv, *, name: str | None, owner: str | None, gpu_pool: str | None,
-                  workers: int, gpus_per_worker: int, cpus_per_worker: float, memory: str,
+                  workers: int, gpus_per_worker: int, cpus_per_worker: float | None, memory: str | None,
                   head_cpus: float, head_memory: str, image: str | None, namespace: str | None,
                   labels: list[str] | None, autoscaling: bool) -> ResolvedRequest:
     """A ClusterRequest from CLI options, resolved against the catalog once (exit 2 with

@@ -50,8 +50,10 @@ GPU_POOL = typer.Option(None, "--gpu-pool", help="Pool from the catalog (`ads-ra
                         "default: the catalog's default pool.")
 WORKERS = typer.Option(2, "--workers", help="Ray worker pods (nodes).")
 GPUS = typer.Option(0, "--gpus-per-worker", help="GPUs per worker (GPU pools: 1..GPUs per node).")
-CPUS = typer.Option(1.0, "--cpus-per-worker", help="CPUs per worker.")
-MEMORY = typer.Option("4Gi", "--memory", help="Memory per worker, a Kubernetes quantity (64Gi).")
+CPUS = typer.Option(None, "--cpus-per-worker", help="CPUs per worker; default: on GPU pools a "
+                    "share of the node per GPU (node CPUs less headroom / GPUs per node), else 1.")
+MEMORY = typer.Option(None, "--memory", help="Memory per worker, a Kubernetes quantity (64Gi); "
+                      "default: on GPU pools a share of the node per GPU, else 4Gi.")
 HEAD_CPUS = typer.Option(1.0, "--head-cpus", help="CPUs of the head.")
 HEAD_MEMORY = typer.Option("4Gi", "--head-memory", help="Memory of the head.")
 OWNER = typer.Option(None, "--owner", help="Owner label; default $ADS_RANKING_OWNER or $USER.")
@@ -76,9 +78,9 @@ def _request(env: CliEnv, **options: Any) -> ResolvedRequest:
 def render_cmd(
     ctx: typer.Context,
     gpu_pool: Optional[str] = GPU_POOL, workers: int = WORKERS, gpus_per_worker: int = GPUS,
-    cpus_per_worker: float = CPUS, memory: str = MEMORY, head_cpus: float = HEAD_CPUS,
-    head_memory: str = HEAD_MEMORY, owner: Optional[str] = OWNER, name: Optional[str] = NAME,
-    image: Optional[str] = IMAGE, namespace: Optional[str] = NAMESPACE,
+    cpus_per_worker: Optional[float] = CPUS, memory: Optional[str] = MEMORY,
+    head_cpus: float = HEAD_CPUS, head_memory: str = HEAD_MEMORY, owner: Optional[str] = OWNER,
+    name: Optional[str] = NAME, image: Optional[str] = IMAGE, namespace: Optional[str] = NAMESPACE,
     label: Optional[list[str]] = LABEL, autoscaling: bool = AUTOSCALING,
     kind: str = typer.Option("raycluster", "--kind", help="raycluster or rayjob"),
     entrypoint: Optional[str] = typer.Option(None, "--entrypoint",
@@ -117,9 +119,9 @@ def render_cmd(
 def create(
     ctx: typer.Context,
     gpu_pool: Optional[str] = GPU_POOL, workers: int = WORKERS, gpus_per_worker: int = GPUS,
-    cpus_per_worker: float = CPUS, memory: str = MEMORY, head_cpus: float = HEAD_CPUS,
-    head_memory: str = HEAD_MEMORY, owner: Optional[str] = OWNER, name: Optional[str] = NAME,
-    image: Optional[str] = IMAGE, namespace: Optional[str] = NAMESPACE,
+    cpus_per_worker: Optional[float] = CPUS, memory: Optional[str] = MEMORY,
+    head_cpus: float = HEAD_CPUS, head_memory: str = HEAD_MEMORY, owner: Optional[str] = OWNER,
+    name: Optional[str] = NAME, image: Optional[str] = IMAGE, namespace: Optional[str] = NAMESPACE,
     label: Optional[list[str]] = LABEL, autoscaling: bool = AUTOSCALING,
     backend: Optional[str] = BACKEND, context: Optional[str] = CONTEXT,
     in_cluster: bool = IN_CLUSTER,

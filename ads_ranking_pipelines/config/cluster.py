@@ -14,6 +14,11 @@ RFC1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 RFC1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
 
+# A worker on a CPU pool that names no size gets this much (GPU pools: a share of the node per
+# GPU, see config.validation.default_worker_resources).
+CPU_POOL_WORKER_CPUS = 1.0
+CPU_POOL_WORKER_MEMORY = "4Gi"
+
 
 class ClusterRequest(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -24,8 +29,13 @@ class ClusterRequest(BaseModel):
     gpu_pool: str = "local"
     workers: int = Field(2, ge=0, le=256)
     gpus_per_worker: int = Field(0, ge=0, le=16)
-    cpus_per_worker: float = Field(1.0, gt=0, le=256)
-    memory_per_worker: str = Field("4Gi", description="Kubernetes quantity, e.g. 64Gi.")
+    cpus_per_worker: float | None = Field(
+        None, gt=0, le=256,
+        description="CPUs per worker pod. Unset: on a GPU pool, the node's CPUs less headroom "
+        "divided by its GPUs, times gpus_per_worker; on a CPU pool, 1.")
+    memory_per_worker: str | None = Field(
+        None, description="Kubernetes quantity, e.g. 64Gi. Unset: on a GPU pool, the node's "
+        "memory less headroom divided by its GPUs, times gpus_per_worker; on a CPU pool, 4Gi.")
     head_cpus: float = Field(1.0, gt=0, le=64)
     head_memory: str = "4Gi"
     image: str = "rayproject/ray:2.60.0-py311-cpu"
@@ -70,7 +80,7 @@ class ClusterRequest(BaseModel):
 
     @field_validator("memory_per_worker", "head_memory")
     @classmethod
-    def _quantity(cls, v: str) -> str:
-        if not QUANTITY.match(v):
+    def _quantity(cls, v: str | None) -> str | None:
+        if v is not None and not QUANTITY.match(v):
             raise ValueError(f"{v!r} is not a Kubernetes memory quantity such as 512Mi, 16Gi or 1Ti")
         return v

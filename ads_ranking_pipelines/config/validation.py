@@ -14,7 +14,12 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from ads_ranking_pipelines.config.cluster import RFC1123_LABEL, ClusterRequest
+from ads_ranking_pipelines.config.cluster import (
+    CPU_POOL_WORKER_CPUS,
+    CPU_POOL_WORKER_MEMORY,
+    RFC1123_LABEL,
+    ClusterRequest,
+)
 from ads_ranking_pipelines.config.pools import GpuPool, PoolCatalog, UnknownPoolError
 from ads_ranking_pipelines.config.quantity import (
     QuantityError,
@@ -166,6 +171,34 @@ def usable_memory_bytes(pool: GpuPool) -> int:
     return usable - usable % 2**20
 
 
+def default_worker_resources(pool: GpuPool, gpus_per_worker: int) -> tuple[float, str]:
+    """CPUs and memory a worker gets when its request names none.
+
+    On a GPU pool, a share of the node per GPU: the node's usable CPUs (whole CPUs) and memory
+    (whole GiB) after :data:`NODE_HEADROOM_FRACTION`, divided by its GPUs, times
+    ``gpus_per_worker`` (clamped to 1..GPUs per node), so that workers sharing a node still fit.
+    On a CPU pool: :data:`CPU_POOL_WORKER_CPUS` and :data:`CPU_POOL_WORKER_MEMORY`.
+    """
+    if not pool.has_gpus:
+        return CPU_POOL_WORKER_CPUS, CPU_POOL_WORKER_MEMORY
+    gpus = min(max(gpus_per_worker, 1), pool.gpus_per_node)
+    cpus_per_gpu = max(1, int(usable_cpus(pool) // pool.gpus_per_node))
+    gib_per_gpu = max(1, usable_memory_bytes(pool) // pool.gpus_per_node // 2**30)
+    return float(cpus_per_gpu * gpus), format_memory(gib_per_gpu * gpus * 2**30)
+
+
+def complete_request(request: ClusterRequest, pool: GpuPool) -> ClusterRequest:
+    """``request`` with the sizes it leaves unset filled from ``pool``
+    (:func:`default_worker_resources`); what it sets is kept."""
+    cpus, memory = default_worker_resources(pool, request.gpus_per_worker)
+    update: dict[str, object] = {}
+    if request.cpus_per_worker is None:
+        update["cpus_per_worker"] = cpus
+    if request.memory_per_worker is None:
+        update["memory_per_worker"] = memory
+    return request.model_copy(update=update) if update else request
+
+
 def _memory(field: str, value: str, problems: list[RequestError]) -> int | None:
     try:
         size = parse_memory(value)
@@ -265,20 +298,26 @@ def _fit_problems(request: ClusterRequest, pool: GpuPool, worker_millis: int | N
 def resolve_request(request: ClusterRequest, catalog: PoolCatalog) -> ResolvedRequest:
     """Complete and validate ``request`` against ``catalog``, once.
 
-    Returns the request with its pool; raises :class:`RequestErrors` listing every problem
+    Returns the request, its unset sizes filled from the pool (:func:`complete_request`),
+    with its pool; raises :class:`RequestErrors` listing every problem
     found (each naming its field, its value and what is valid), so a user fixes them in one go.
     The manifest builders take the result and do not validate the request again.
     """
-    problems: list[RequestError] = list(name_problems(request.name))
-    worker_memory = _memory("memory_per_worker", request.memory_per_worker, problems)
-    _memory("head_memory", request.head_memory, problems)
-    worker_millis = _cpus("cpus_per_worker", request.cpus_per_worker, problems)
-    _cpus("head_cpus", request.head_cpus, problems)
+    problems: list[RequestError] = []
     pool: GpuPool | None = None
     try:
         pool = catalog.get(request.gpu_pool)
+        request = complete_request(request, pool)
     except UnknownPoolError as exc:
-        problems.insert(0, RequestError("gpu_pool", request.gpu_pool, exc.valid, "unknown pool"))
+        problems.append(RequestError("gpu_pool", request.gpu_pool, exc.valid, "unknown pool"))
+    problems.extend(name_problems(request.name))
+    worker_memory = worker_millis = None
+    if request.memory_per_worker is not None:
+        worker_memory = _memory("memory_per_worker", request.memory_per_worker, problems)
+    _memory("head_memory", request.head_memory, problems)
+    if request.cpus_per_worker is not None:
+        worker_millis = _cpus("cpus_per_worker", request.cpus_per_worker, problems)
+    _cpus("head_cpus", request.head_cpus, problems)
     if pool is not None:
         problems.extend(_gpu_problems(request, pool, catalog))
         problems.extend(_fit_problems(request, pool, worker_millis, worker_memory))

@@ -68,6 +68,7 @@ def trained_model(context: dg.AssetExecutionContext, config: TrainingConfig, sto
     day = partition_day(context)
     params = config.to_params()
     request = ray_cluster.cluster_request(params, context.run.run_id)          # bad pool/size: fails here
+    params = params.with_cluster_cpus(request.cpus_per_worker)               # unset: the pool's share
     source = event_source.source_config(storage.home)
     train_days = window_days(day, params.dataset_window_days)
     check_training_window(source, train_days, day, context.log)            # missing days/columns/labels

@@ -27,7 +27,7 @@ def test_done_when_h100_render_is_a_strictly_valid_raycluster(tmp_path) -> None:
     assert worker["resources"]["limits"]["nvidia.com/gpu"] == "8"
     assert worker["image"].endswith("-gpu")  # a GPU pool gets the CUDA image by default
     assert group["template"]["spec"]["nodeSelector"] == {
-        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+        "cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
     assert manifest["metadata"]["labels"]["ads-ranking.io/owner"] == "tester"
     assert not (tmp_path / "ads_home").exists()  # render touches nothing
 
@@ -84,8 +84,12 @@ def test_every_invalid_option_is_reported_in_one_go(tmp_path) -> None:
 
 def test_pools_list_json(tmp_path) -> None:
     data = ok_json(run_cli("pools", "list", "-o", "json", env=cli_env(tmp_path)))
-    assert data["default_pool"] == "local"
+    assert data["default_pool"] == "local" and data["provider"] == "gke"
     pools = {p["name"]: p for p in data["pools"]}
+    assert (pools["h100-80gb"]["default_cpus_per_gpu"], pools["h100-80gb"]["default_memory_per_gpu"]
+            ) == (23.0, "210Gi")
+    assert pools["h100-80gb"]["node_selector"] == {
+        "cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
     assert set(pools) == {"local", "cpu-standard", "l4", "a100-80gb", "h100-80gb"}
     assert pools["h100-80gb"]["gpus_per_node"] == 8 and pools["h100-80gb"]["max_workers"] == 8
     assert pools["local"]["default"] is True and pools["local"]["gpu_type"] is None

@@ -6,8 +6,10 @@ import pytest
 
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.pools import load_catalog
+from ads_ranking_pipelines.config.quantity import parse_memory
 from ads_ranking_pipelines.config.validation import (
     NODE_HEADROOM_FRACTION,
+    default_worker_resources,
     RequestError,
     RequestErrors,
     ResolvedRequest,
@@ -26,7 +28,8 @@ def _request(**overrides: Any) -> ClusterRequest:
 
 def test_defaults_are_valid() -> None:
     resolved = resolve_request(_request(), CATALOG)
-    assert resolved.request == _request() and resolved.pool == CATALOG.get("local")
+    assert resolved.pool == CATALOG.get("local")
+    assert resolved.request == _request(cpus_per_worker=1.0, memory_per_worker="4Gi")
 
 
 @pytest.mark.parametrize("overrides", [
@@ -147,3 +150,45 @@ def test_the_resolved_request_carries_its_pool_and_is_frozen() -> None:
     assert moved.namespace == "team-b" and moved.pool is resolved.pool
     with pytest.raises(RequestErrors, match="namespace"):
         resolved.in_namespace("Team B")
+
+
+# ---- worker sizes from the pool (issue 6, item 8) ---------------------------------------------
+@pytest.mark.parametrize("pool,gpus,cpus,memory", [
+    # per GPU: (node CPUs x 0.9) // GPUs per node, (node memory x 0.9) // GPUs per node in GiB
+    ("h100-80gb", 8, 184.0, "1680Gi"),   # 208 CPUs, 1872Gi, 8 GPUs: 23 CPUs + 210Gi per GPU
+    ("h100-80gb", 1, 23.0, "210Gi"),
+    ("l4", 2, 20.0, "86Gi"),             # 96 CPUs, 384Gi, 8 GPUs: 10 CPUs + 43Gi per GPU
+    ("a100-80gb", 4, 40.0, "612Gi"),     # 96 CPUs, 1360Gi, 8 GPUs: 10 CPUs + 153Gi per GPU
+    ("cpu-standard", 0, 1.0, "4Gi"),     # CPU pools keep 1 CPU, 4Gi
+    ("local", 0, 1.0, "4Gi"),
+])
+def test_gpu_workers_get_a_share_of_the_node_by_default(pool: str, gpus: int, cpus: float,
+                                                         memory: str) -> None:
+    image = {"image": GPU_IMAGE} if gpus else {}
+    resolved = resolve_request(_request(gpu_pool=pool, gpus_per_worker=gpus, **image), CATALOG)
+    assert (resolved.request.cpus_per_worker, resolved.request.memory_per_worker) == (cpus, memory)
+    assert default_worker_resources(CATALOG.get(pool), gpus) == (cpus, memory)
+
+
+def test_default_shares_fit_every_worker_of_a_node() -> None:
+    for pool in CATALOG:
+        for gpus in range(1, pool.gpus_per_node + 1):
+            cpus, memory = default_worker_resources(pool, gpus)
+            per_node = pool.gpus_per_node // gpus
+            assert per_node * cpus <= usable_cpus(pool)
+            assert per_node * parse_memory(memory) <= usable_memory_bytes(pool)
+
+
+def test_explicit_sizes_override_the_pool_share() -> None:
+    resolved = resolve_request(_request(gpu_pool="h100-80gb", gpus_per_worker=8, image=GPU_IMAGE,
+                                        cpus_per_worker=32, memory_per_worker="256Gi"), CATALOG)
+    assert (resolved.request.cpus_per_worker, resolved.request.memory_per_worker) == (32, "256Gi")
+    only_cpus = resolve_request(_request(gpu_pool="l4", gpus_per_worker=1, image=GPU_IMAGE,
+                                         cpus_per_worker=4), CATALOG)
+    assert (only_cpus.request.cpus_per_worker, only_cpus.request.memory_per_worker) == (4, "43Gi")
+
+
+def test_a_bad_gpu_count_does_not_add_size_errors_for_unset_sizes() -> None:
+    with pytest.raises(RequestErrors) as info:
+        resolve_request(_request(gpu_pool="h100-80gb", gpus_per_worker=12, image=GPU_IMAGE), CATALOG)
+    assert info.value.fields == ["gpus_per_worker"]

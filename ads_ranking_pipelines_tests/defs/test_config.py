@@ -52,3 +52,20 @@ def test_cluster_request_validated_against_catalog(tmp_path):
         kube.cluster_request(TrainingParams(gpu_pool="cpu-standard", gpus_per_worker=1), "abcdef01")
     ok = kube.cluster_request(TrainingParams(gpu_pool="h100-80gb", gpus_per_worker=8, num_workers=4), "abcdef01")
     assert ok.gpus_per_worker == 8 and ok.gpu_pool == "h100-80gb"
+
+
+def test_gpu_training_workers_get_the_pools_share_by_default(tmp_path):
+    # Issue 6 item 8: 8 GPUs and 1 CPU starve the input pipeline.
+    kube = RayClusterResource(state_dir=str(tmp_path), backend="kuberay")
+    params = TrainingParams(gpu_pool="h100-80gb", gpus_per_worker=8, num_workers=4)
+    assert params.cpus_per_worker is None
+    req = kube.cluster_request(params, "abcdef01")
+    assert (req.cpus_per_worker, req.memory_per_worker) == (184.0, "1680Gi")
+    resolved = params.with_cluster_cpus(req.cpus_per_worker)
+    assert resolved.cpus_per_worker == 184.0 and resolved.worker_cpus == 184.0
+    # what the user sets wins, on the pod and in the Ray Train reservation
+    pinned = TrainingParams(gpu_pool="h100-80gb", gpus_per_worker=8, cpus_per_worker=32)
+    assert kube.cluster_request(pinned, "abcdef01").cpus_per_worker == 32
+    assert pinned.with_cluster_cpus(184.0).cpus_per_worker == 32
+    local = RayClusterResource(state_dir=str(tmp_path)).cluster_request(TrainingParams(), "abcdef01")
+    assert (local.cpus_per_worker, local.memory_per_worker) == (1.0, "4Gi")

@@ -125,7 +125,7 @@ def test_gpu_request_reaches_the_rayjob(fake_apiserver: FakeKubeApiServer, tmp_p
     assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == 4
     pod = group["template"]
     assert pod["metadata"]["labels"]["dagster/run-id"] == result.run_id
-    assert pod["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert pod["spec"]["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
     (worker,) = pod["spec"]["containers"]
     assert worker["resources"]["requests"]["nvidia.com/gpu"] == "8"
     assert worker["resources"]["limits"]["nvidia.com/gpu"] == "8"

@@ -52,7 +52,7 @@ def test_rayjob_lifecycle_fields(case: Case) -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_pods_are_hardened_and_sized(case: Case) -> None:
-    request = case.request
+    request = resolve_request(case.request, CATALOG).request
     for role, template in pod_templates(render(case)["rayjob"]):
         pod = template["spec"]
         (container,) = pod["containers"]
@@ -100,7 +100,7 @@ def test_h100_shape() -> None:
     group = cluster["workerGroupSpecs"][0]
     assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (4, 4, 4)
     pod = group["template"]["spec"]
-    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
     assert pod["containers"][0]["resources"]["limits"] == {
         "cpu": "176", "memory": "1600Gi", GPU_RESOURCE: "8"}
     assert cluster["enableInTreeAutoscaling"] is False and "autoscalerOptions" not in cluster
@@ -129,6 +129,17 @@ def test_no_secret_values_rendered(case: Case) -> None:
     text = json.dumps(render(case))
     for needle in ("auth_token", "RAY_AUTH_TOKEN", "password", "stringData", '"data"'):
         assert needle not in text
+
+
+def test_gpu_workers_default_to_their_share_of_the_node() -> None:
+    # Item 8: an 8-GPU worker that names no CPUs/memory gets the node's share, not 1 CPU / 4Gi.
+    request = ClusterRequest(name="r", gpu_pool="h100-80gb", workers=2, gpus_per_worker=8,
+                             image="rayproject/ray:2.60.0-py311-gpu")
+    worker = build_raycluster(resolve_request(request, CATALOG))["spec"]["workerGroupSpecs"][0]
+    pod = worker["template"]["spec"]
+    assert pod["containers"][0]["resources"]["limits"] == {
+        "cpu": "184", "memory": "1680Gi", GPU_RESOURCE: "8"}
+    assert pod["volumes"][0]["emptyDir"]["sizeLimit"] == "504Gi"  # 30% for /dev/shm
 
 
 def test_head_only_cluster_schedules_on_the_head() -> None:
