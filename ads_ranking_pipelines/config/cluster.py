@@ -44,6 +44,12 @@ class ClusterRequest(BaseModel):
     ray_version: str = "2.60.0"
     ttl_seconds_after_finished: int = Field(600, ge=0, le=7 * 24 * 3600)
     active_deadline_seconds: int = Field(6 * 3600, ge=60, le=7 * 24 * 3600)
+    pre_running_deadline_seconds: int = Field(
+        1800, ge=60, le=7 * 24 * 3600,
+        description="A RayJob not Running this long after it started fails (KubeRay "
+        "preRunningDeadlineSeconds): a job whose Dagster process died does not hold its "
+        "cluster in Initializing until the active deadline.",
+    )
     labels: dict[str, str] = Field(default_factory=dict)
     autoscaling: bool = Field(
         False,

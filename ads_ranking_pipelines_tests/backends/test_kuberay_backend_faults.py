@@ -164,7 +164,7 @@ def test_teardown_that_cannot_delete_says_so(fake_apiserver: FakeKubeApiServer) 
     # Now a second job whose delete keeps failing.
     other = JobSpec("second", "python y.py")
     fake_apiserver.scenario = Scenario(log_lines=())
-    backend.ready_timeout_s = 5
+    backend.ctx.ready_timeout_s = 5
     session.submit(other)
     fake_apiserver.inject("DELETE", r"/rayjobs/", 500, times=None, message="webhook unavailable")
     with pytest.raises(BackendError) as info:

@@ -106,9 +106,7 @@ def assert_nothing_left(fake: FakeKubeApiServer) -> None:
 
 
 def test_gpu_request_reaches_the_rayjob(fake_apiserver: FakeKubeApiServer, tmp_path) -> None:
-    # KubeRay keeps the finished job's cluster a while (as with ttlSecondsAfterFinished): the
-    # asset still sees it, and the resource's teardown has to take it away.
-    fake_apiserver.scenario = Scenario(log_lines=DRIVER_LOG, cluster_cleanup_after_s=600)
+    fake_apiserver.scenario = Scenario(log_lines=DRIVER_LOG)
     seen: dict[str, Any] = {}
     result, messages = materialize(fake_apiserver, tmp_path, H100, seen)
     assert result.success, messages
@@ -135,9 +133,9 @@ def test_gpu_request_reaches_the_rayjob(fake_apiserver: FakeKubeApiServer, tmp_p
     head = rayjob["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
     assert "nvidia.com/gpu" not in head["containers"][0]["resources"].get("limits", {})
     # The toy operator made that cluster with 4 worker pods (and a head and a submitter).
-    (cluster,) = seen["rayclusters"]
+    (cluster,) = fake_apiserver.operator_made
     assert cluster["metadata"]["labels"]["ray.io/originated-from-cr-name"] == rayjob["metadata"]["name"]
-    assert sum("-workers-worker-" in name for name in seen["pods"]) == 4
+    assert cluster["spec"]["workerGroupSpecs"][0]["replicas"] == 4
 
     # The Pipes bootstrap travels in runtimeEnvYAML, next to the job's own env vars, and
     # nothing else does: no credential of the kubeconfig anywhere in the object.

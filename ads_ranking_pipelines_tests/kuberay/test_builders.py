@@ -32,9 +32,18 @@ def test_rayjob_cluster_is_the_raycluster(case: Case) -> None:
 def test_rayjob_lifecycle_fields(case: Case) -> None:
     spec = render(case)["rayjob"]["spec"]
     assert spec["submissionMode"] == "K8sJobMode"
-    assert spec["shutdownAfterJobFinishes"] is True
-    assert spec["ttlSecondsAfterFinished"] == case.request.ttl_seconds_after_finished
+    # KubeRay v1.7 deletion rules: the cluster goes when the job ends, the RayJob (and its
+    # submitter) after the TTL; rules exclude shutdownAfterJobFinishes and the global TTL.
+    assert spec["shutdownAfterJobFinishes"] is False and "ttlSecondsAfterFinished" not in spec
+    ttl = case.request.ttl_seconds_after_finished
+    rules = {(r["policy"], tuple(sorted((k, v) for k, v in r["condition"].items()
+                                        if k != "ttlSeconds")), r["condition"]["ttlSeconds"])
+             for r in spec["deletionStrategy"]["deletionRules"]}
+    for cond in ((("jobStatus", "SUCCEEDED"),), (("jobStatus", "FAILED"),),
+                 (("jobDeploymentStatus", "Failed"),)):
+        assert ("DeleteCluster", cond, 0) in rules and ("DeleteSelf", cond, ttl) in rules
     assert spec["activeDeadlineSeconds"] == case.request.active_deadline_seconds
+    assert spec["preRunningDeadlineSeconds"] == case.request.pre_running_deadline_seconds
     assert spec["jobId"] == SUBMISSION_ID
     assert spec["backoffLimit"] == 0
     assert spec["submitterPodTemplate"]["spec"]["restartPolicy"] == "Never"
@@ -164,3 +173,27 @@ def test_rayjob_arguments_are_checked(kwargs: dict, field: str) -> None:
         build_rayjob(resolve_request(ClusterRequest(name="r"), CATALOG), **kwargs)
     assert info.value.field == field
     assert "hf_abc" not in str(info.value)
+
+
+def test_shutdown_mode_for_operators_without_the_deletion_gate() -> None:
+    from ads_ranking_pipelines.config.pools import load_catalog
+    from ads_ranking_pipelines.config.validation import resolve_request
+    from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
+
+    case = CASES[0]
+    spec = build_rayjob(resolve_request(case.request, load_catalog()), entrypoint="true",
+                        submission_id=SUBMISSION_ID, deletion="shutdown")["spec"]
+    assert spec["shutdownAfterJobFinishes"] is True and "deletionStrategy" not in spec
+    assert spec["ttlSecondsAfterFinished"] == case.request.ttl_seconds_after_finished
+
+
+def test_unknown_deletion_mode_is_refused_naming_the_valid_ones() -> None:
+    from ads_ranking_pipelines.config.pools import load_catalog
+    from ads_ranking_pipelines.config.validation import RequestError, resolve_request
+    from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
+
+    with pytest.raises(RequestError) as info:
+        build_rayjob(resolve_request(CASES[0].request, load_catalog()), entrypoint="true",
+                     submission_id=SUBMISSION_ID, deletion="forever")
+    assert "rayjob_deletion" in str(info.value) and "'forever'" in str(info.value)
+    assert "rules" in str(info.value) and "shutdown" in str(info.value)

@@ -40,6 +40,13 @@ class FakeKubeApiServer(ToyOperator, ApiRoutes, FaultInjection):
         self.created: list[tuple[str, str, str]] = []  # (plural, ns, name) created via the API
         self.deleted: list[tuple[str, str, str]] = []  # (plural, ns, name) deleted via the API
         self.break_log_stream_after: int | None = None  # cut the next follow after N lines
+        # The operator's deployment: feature gates, env, and seconds per spec second.
+        self.feature_gates: dict[str, bool] = {"RayJobDeletionPolicy": True}
+        self.delete_rayjob_cr_after_job_finishes = False
+        self.time_scale = 0.05  # 600 s of TTL last 30 s; tests of TTLs set their own
+        self.stopped_jobs: list[str] = []  # RayJobs whose Ray job the finalizer stopped
+        self.operator_made: list[dict[str, Any]] = []  # RayClusters the operator created
+        self.events: list[dict[str, Any]] = []
         self._pending_deletes: list[tuple[float, str, tuple]] = []
         self._stop = threading.Event()
         self._resource_version = 0
