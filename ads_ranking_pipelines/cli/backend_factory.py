@@ -26,7 +26,8 @@ from ads_ranking_pipelines.backends.base import BackendError
 from ads_ranking_pipelines.cli.common import EXIT_INVALID, EXIT_RUNTIME, fail
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.pools import CatalogError, PoolCatalog, load_catalog
-from ads_ranking_pipelines.config.settings import Settings
+from ads_ranking_pipelines.config.images import image_problems
+from ads_ranking_pipelines.config.settings import Settings, SettingsError
 from ads_ranking_pipelines.config.validation import (
     RequestError,
     RequestErrors,
@@ -39,10 +40,7 @@ if TYPE_CHECKING:
     from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
     from ads_ranking_pipelines.backends.ray_job_api import RayJobApi
 
-BACKEND_ENV = "ADS_RANKING_BACKEND"
-OWNER_ENV = "ADS_RANKING_OWNER"
 BACKENDS = ("local", "kuberay")
-GPU_IMAGE = "rayproject/ray:2.60.0-py311-gpu"
 
 # ClusterRequest field -> the option that sets it, for error messages.
 FIELD_OPTIONS = {
@@ -72,17 +70,11 @@ class CliEnv:
 
     @property
     def default_backend(self) -> str:
-        value = self.environ.get(BACKEND_ENV, "").strip() or "local"
-        if value not in BACKENDS:
-            fail(f"invalid {BACKEND_ENV}={value!r}; valid: {', '.join(BACKENDS)}", EXIT_INVALID)
-        return value
+        return self.settings.backend
 
     @property
     def default_owner(self) -> str:
-        for key in (OWNER_ENV, "USER", "LOGNAME"):
-            if self.environ.get(key):
-                return self.environ[key]
-        return "unknown"
+        return self.settings.owner or "unknown"
 
 
 def cli_env(ctx: typer.Context) -> CliEnv:
@@ -95,7 +87,10 @@ def cli_env(ctx: typer.Context) -> CliEnv:
 
 
 def make_env(environ: Mapping[str, str]) -> CliEnv:
-    return CliEnv(dict(environ), Settings.from_environ(environ))
+    try:
+        return CliEnv(dict(environ), Settings.from_environ(environ))
+    except SettingsError as exc:
+        fail(str(exc), EXIT_INVALID)
 
 
 def backend_choice(env: CliEnv, backend: str | None) -> str:
@@ -157,11 +152,13 @@ def parse_labels(values: list[str] | None) -> dict[str, str]:
 def build_request(env: CliEnv, *, name: str | None, owner: str | None, gpu_pool: str | None,
                   workers: int, gpus_per_worker: int, cpus_per_worker: float | None, memory: str | None,
                   head_cpus: float, head_memory: str, image: str | None, namespace: str | None,
-                  labels: list[str] | None, autoscaling: bool) -> ResolvedRequest:
+                  labels: list[str] | None, autoscaling: bool,
+                  kuberay: bool = True) -> ResolvedRequest:
     """A ClusterRequest from CLI options, resolved against the catalog once (exit 2 with
-    every problem otherwise)."""
+    every problem otherwise). For KubeRay (``kuberay``) the image - ``--image``, else
+    ``ADS_RANKING_RAY_IMAGE`` - must be one built from this repository's Dockerfile."""
     catalog = env.catalog
-    pool_name = gpu_pool or catalog.default_pool
+    pool_name = gpu_pool or env.settings.default_pool or catalog.default_pool
     owner = owner or env.default_owner
     fields: dict[str, Any] = {
         "name": name or dns_name(f"{owner}-{pool_name}"), "owner": owner, "gpu_pool": pool_name,
@@ -170,14 +167,17 @@ def build_request(env: CliEnv, *, name: str | None, owner: str | None, gpu_pool:
         "head_cpus": head_cpus, "head_memory": head_memory, "labels": parse_labels(labels),
         "autoscaling": autoscaling,
     }
-    if namespace:
-        fields["namespace"] = namespace
-    if image:
-        fields["image"] = image
-    elif pool_name in catalog and catalog.get(pool_name).has_gpus:
-        fields["image"] = GPU_IMAGE
+    fields["namespace"] = namespace or env.settings.namespace
+    image = image or env.settings.ray_image
+    problems = image_problems(image, field="image") if kuberay else []
+    if kuberay:
+        fields["image"] = image or ""
+        if env.settings.ray_service_account:
+            fields["service_account"] = env.settings.ray_service_account
+        if env.settings.ray_auth_secret:
+            fields["auth_secret_name"] = env.settings.ray_auth_secret
     try:
-        return resolve_request(ClusterRequest(**fields), catalog)
+        return resolve_request(ClusterRequest(**fields), catalog, extra_problems=problems)
     except ValidationError as exc:
         fail(validation_error(exc), EXIT_INVALID)
     except RequestError as exc:
@@ -225,21 +225,22 @@ class KubeOptions:
 
 def kuberay_backend(env: CliEnv, kube: KubeOptions, **kwargs: Any) -> "KubeRayBackend":
     """KubeRay as an interactive command wants it: a few quick retries, frequent polls."""
-    from ads_ranking_pipelines.backends.kuberay import KubeRayBackend
+    from ads_ranking_pipelines.backends import factory
     from ads_ranking_pipelines.backends.kuberay.client import RetryPolicy
 
     kwargs.setdefault("poll_interval_s", 0.5)
     try:
-        return KubeRayBackend.from_kube_config(
-            env.catalog, in_cluster=kube.in_cluster, context=kube.context,
-            config_file=env.environ.get("KUBECONFIG") or None, namespace=kube.namespace,
+        return factory.kuberay_backend(
+            env.settings, env.catalog, namespace=kube.namespace, context=kube.context,
+            in_cluster=kube.in_cluster or None,
             retry=RetryPolicy(max_attempts=3, initial_delay_s=0.5, max_delay_s=4.0), **kwargs)
     except BackendError as exc:
         fail(f"cannot reach Kubernetes: {exc}", EXIT_RUNTIME)
 
 
-def kube_namespace(kube: KubeOptions) -> str:
-    return kube.namespace or ClusterRequest.model_fields["namespace"].default
+def kube_namespace(kube: KubeOptions, env: CliEnv | None = None) -> str:
+    return kube.namespace or (env.settings.namespace if env is not None else
+                              ClusterRequest.model_fields["namespace"].default)
 
 
 # ---- local clusters -----------------------------------------------------------------------------

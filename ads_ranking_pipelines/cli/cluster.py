@@ -135,7 +135,8 @@ def create(
     resolved = _request(env, name=name, owner=owner, gpu_pool=gpu_pool, workers=workers,
                         gpus_per_worker=gpus_per_worker, cpus_per_worker=cpus_per_worker,
                         memory=memory, head_cpus=head_cpus, head_memory=head_memory, image=image,
-                        namespace=namespace, labels=label, autoscaling=autoscaling)
+                        namespace=namespace, labels=label, autoscaling=autoscaling,
+                        kuberay=which == "kuberay")
     request = resolved.request
     err = render.stderr()
     if which == "local":
@@ -210,7 +211,7 @@ def list_clusters(
     else:
         kube = KubeOptions(context, in_cluster, namespace)
         with errors_to_exit_codes():
-            infos = kuberay_backend(env, kube).list_clusters(kube_namespace(kube))
+            infos = kuberay_backend(env, kube).list_clusters(kube_namespace(kube, env))
     if not infos and output is render.TableOutput.table:
         render.stderr().print("no clusters")
         return
@@ -239,7 +240,7 @@ def describe(
         kube = KubeOptions(context, in_cluster, namespace)
         kr = kuberay_backend(env, kube)
         with errors_to_exit_codes():
-            obj, pods = kr.get_cluster(kube_namespace(kube), name)
+            obj, pods = kr.get_cluster(kube_namespace(kube, env), name)
         from ads_ranking_pipelines.backends.kuberay import cluster_info
 
         info = cluster_info(obj)
@@ -284,7 +285,7 @@ def delete(
     kube = KubeOptions(context, in_cluster, namespace)
     kr = kuberay_backend(env, kube)
     with err.status(f"deleting RayCluster {name}…"), errors_to_exit_codes():
-        existed = kr.delete_cluster(kube_namespace(kube), name)
+        existed = kr.delete_cluster(kube_namespace(kube, env), name)
     if not existed:
-        fail(f"RayCluster {kube_namespace(kube)}/{name} not found", EXIT_RUNTIME)
-    err.print(f"deleted RayCluster {kube_namespace(kube)}/{name}")
+        fail(f"RayCluster {kube_namespace(kube, env)}/{name} not found", EXIT_RUNTIME)
+    err.print(f"deleted RayCluster {kube_namespace(kube, env)}/{name}")

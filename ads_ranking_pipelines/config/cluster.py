@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 RFC1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 RFC1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -55,6 +55,13 @@ class ClusterRequest(BaseModel):
         False,
         description="KubeRay in-tree autoscaler: workers scale between 0 and `workers`.",
     )
+    shared_volume_claim: str | None = Field(
+        None,
+        description="PersistentVolumeClaim (ReadWriteMany) mounted at shared_volume_path in the "
+        "head and worker pods: the storage root when it is a path rather than s3:// or gs://.",
+    )
+    shared_volume_path: str | None = Field(
+        None, description="Absolute mount path of shared_volume_claim (the storage root).")
     auth_secret_name: str | None = Field(
         None,
         description="Secret (key auth_token) holding the Ray auth token; None lets KubeRay "
@@ -70,6 +77,27 @@ class ClusterRequest(BaseModel):
                 "starting and ending with a letter or digit)"
             )
         return v
+
+    @field_validator("shared_volume_claim")
+    @classmethod
+    def _claim_name(cls, v: str | None) -> str | None:
+        if v is not None and (len(v) > 253 or not RFC1123_SUBDOMAIN.match(v)):
+            raise ValueError(f"{v!r} is not a valid PersistentVolumeClaim name (an RFC 1123 subdomain)")
+        return v
+
+    @field_validator("shared_volume_path")
+    @classmethod
+    def _mount_path(cls, v: str | None) -> str | None:
+        if v is not None and (not v.startswith("/") or ".." in v.split("/") or v == "/"):
+            raise ValueError(f"{v!r} is not an absolute mount path below / (e.g. /mnt/ads-ranking)")
+        return v
+
+    @model_validator(mode="after")
+    def _volume_pair(self) -> "ClusterRequest":
+        if (self.shared_volume_claim is None) != (self.shared_volume_path is None):
+            raise ValueError("shared_volume_claim and shared_volume_path go together: set both "
+                             "or neither")
+        return self
 
     @field_validator("auth_secret_name")
     @classmethod

@@ -18,7 +18,8 @@ from ads_ranking_pipelines.defs.config import EvaluationConfig, TrainingConfig
 from ads_ranking_pipelines.defs.partitions import daily_partitions, partition_day, window_days
 from ads_ranking_pipelines.defs.pipes import run_ray_job
 from ads_ranking_pipelines.defs.preflight import check_events, check_training_window
-from ads_ranking_pipelines.defs.resources import EventSourceResource, RayClusterResource, StorageResource
+from ads_ranking_pipelines.defs.ray_resources import RayClusterResource
+from ads_ranking_pipelines.defs.resources import EventSourceResource, StorageResource
 from ads_ranking_pipelines.ray_jobs.common import SPEC_ENV
 from ads_ranking_pipelines.storage import fs
 from ads_ranking_pipelines.storage.registry import ModelRegistry

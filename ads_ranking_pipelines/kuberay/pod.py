@@ -97,6 +97,21 @@ def shm_volume(memory: str) -> tuple[dict[str, Any], dict[str, Any]]:
     return volume, mount
 
 
+SHARED_VOLUME_NAME = "storage"
+
+
+def ray_volumes(request: Any, memory: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A Ray pod's volumes and mounts: ``/dev/shm`` and, when the storage root is a shared
+    volume, its PersistentVolumeClaim at the same path as everywhere else."""
+    volume, mount = shm_volume(memory)
+    volumes, mounts = [volume], [mount]
+    if request.shared_volume_claim:
+        volumes.append({"name": SHARED_VOLUME_NAME, "persistentVolumeClaim": {
+            "claimName": request.shared_volume_claim}})
+        mounts.append({"name": SHARED_VOLUME_NAME, "mountPath": request.shared_volume_path})
+    return volumes, mounts
+
+
 def node_selector_for(pool: GpuPool) -> dict[str, str]:
     return dict(sorted(pool.node_selector.items()))
 
@@ -169,14 +184,14 @@ def head_pod_template(resolved: ResolvedRequest, labels: Mapping[str, str]) -> d
     only when the in-tree autoscaler (a sidecar sharing its service account) needs the API.
     """
     request, pool = resolved.request, resolved.pool
-    volume, mount = shm_volume(request.head_memory)
+    volumes, mounts = ray_volumes(request, request.head_memory)
     container = ray_container(
         HEAD_CONTAINER_NAME, request.image, cpus=request.head_cpus, memory=request.head_memory,
-        ports=HEAD_PORTS, volume_mounts=[mount],
+        ports=HEAD_PORTS, volume_mounts=mounts,
     )
     return pod_template(
         containers=[container], labels=labels, service_account=request.service_account,
-        automount_service_account_token=request.autoscaling, volumes=[volume],
+        automount_service_account_token=request.autoscaling, volumes=volumes,
         node_selector=node_selector_for(pool) if not pool.has_gpus else None,
     )
 
@@ -185,15 +200,15 @@ def worker_pod_template(resolved: ResolvedRequest, labels: Mapping[str, str]) ->
     """A Ray worker on the request's pool: the pool's node selector and tolerations,
     Guaranteed QoS, ``nvidia.com/gpu`` requests == limits, and no service-account token."""
     request, pool = resolved.request, resolved.pool
-    volume, mount = shm_volume(request.memory_per_worker)
+    volumes, mounts = ray_volumes(request, request.memory_per_worker)
     container = ray_container(
         WORKER_CONTAINER_NAME, request.image, cpus=request.cpus_per_worker,
         memory=request.memory_per_worker, gpus=request.gpus_per_worker, ports=WORKER_PORTS,
-        volume_mounts=[mount],
+        volume_mounts=mounts,
     )
     return pod_template(
         containers=[container], labels=labels, service_account=request.service_account,
-        automount_service_account_token=False, volumes=[volume],
+        automount_service_account_token=False, volumes=volumes,
         node_selector=node_selector_for(pool), tolerations=tolerations_for(pool),
     )
 
