@@ -105,6 +105,38 @@ class ClusterState:
     worker_pids: list[int] = field(default_factory=list)
     created_at: str = ""
     controller_pid: int = 0
+    # The process that started the cluster and, for a run's session cluster, the Dagster run:
+    # the garbage collector (backends/gc.py) stops a session cluster whose controller died or
+    # whose run has finished. A cluster from `cluster create` (session False) is long-lived.
+    controller_start: str = ""
+    run_id: str = ""
+    session: bool = False
+
+
+def process_start(pid: int) -> str:
+    """An identity for the process ``pid`` that a reused PID does not share (its start time
+    in clock ticks from /proc); "" when it does not exist or /proc is not there."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            stat = fh.read()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[-1].split()[19]
+
+
+def process_alive(pid: int, start: str) -> bool:
+    """Whether the process that had ``start`` (:func:`process_start`) as ``pid`` still runs."""
+    if pid <= 0:
+        return False
+    if start:
+        return process_start(pid) == start
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class LocalRayCluster:
@@ -162,7 +194,8 @@ class LocalRayCluster:
     # ---- lifecycle -------------------------------------------------------------------------
     @classmethod
     def start(cls, request: ClusterRequest, state_dir: str | Path, start_timeout_s: float = 120,
-              object_store_bytes: int = OBJECT_STORE_BYTES) -> "LocalRayCluster":
+              object_store_bytes: int = OBJECT_STORE_BYTES, *, run_id: str | None = None,
+              session: bool = False) -> "LocalRayCluster":
         state_dir = Path(state_dir)
         existing = cls.find(request.name, state_dir)
         if existing is not None and existing.alive():
@@ -179,7 +212,8 @@ class LocalRayCluster:
             name=request.name, owner=request.owner, request=request.model_dump(mode="json"),
             temp_dir=temp_dir, gcs_address=f"{NODE_IP}:{gcs}", dashboard_url=f"http://{HOST}:{dash}",
             head_pid=0, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            controller_pid=os.getpid(),
+            controller_pid=os.getpid(), controller_start=process_start(os.getpid()),
+            run_id=run_id or "", session=session,
         )
         cluster = cls(state, state_dir)
         cluster._object_store_bytes = object_store_bytes

@@ -34,10 +34,12 @@ from ads_ranking_pipelines.cli.backend_factory import (
     request_error,
 )
 from ads_ranking_pipelines.cli.common import EXIT_INVALID, EXIT_RUNTIME, fail
+from ads_ranking_pipelines.cli.gc import gc
 from ads_ranking_pipelines.config.validation import RequestError, ResolvedRequest
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Ray clusters from the one template: render, create, list, describe, delete.")
+app.command("gc")(gc)
 
 
 @app.callback()

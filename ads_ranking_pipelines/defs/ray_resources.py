@@ -128,7 +128,8 @@ class LocalRayResource(RayClusterResource):
 
     def make_backend(self, run_id: str | None = None,
                      code_location: str | None = None) -> RayBackend:
-        return factory.local_backend(self.settings(), start_timeout_s=self.start_timeout_s)
+        return factory.local_backend(self.settings(), start_timeout_s=self.start_timeout_s,
+                                     run_id=run_id)
 
     def settings(self) -> Settings:
         return Settings(home="", pool_catalog=self.pool_catalog, state_dir=self.state_dir)
