@@ -1,7 +1,8 @@
 """Development mode: the working tree's package, shipped with py_modules, is what Ray imports.
 
 Checked with Ray's own packaging code (the functions its runtime_env agent uses to zip an
-uploaded directory and to unpack a remote zip), then by importing from the unpacked copy.
+uploaded directory and to unpack a remote zip), then by importing from the unpacked copy, and
+once for real: a job on a local Ray cluster imports the working tree's copy.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -86,3 +88,33 @@ def test_bad_inputs_name_the_value(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="s3://, gs:// or https://"):
         dev_runtime_env_for_uri("/home/me/pkg.zip")
     assert dev_runtime_env_for_uri("gs://b/x.zip") == {"py_modules": ["gs://b/x.zip"]}
+
+
+@pytest.mark.ray
+def test_a_ray_job_runs_the_working_tree_not_the_installed_package(tree: Path, ads_home: Path) -> None:
+    """On a real local Ray cluster: Ray uploads the directory named by dev_runtime_env and the
+    job's driver imports the working tree's copy (which has a module the installed one lacks)."""
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
+    from ads_ranking_pipelines.config.cluster import ClusterRequest
+
+    cluster = LocalRayCluster.start(ClusterRequest(name="devmode", workers=0), ads_home / "clusters")
+    try:
+        client = JobSubmissionClient(cluster.state.dashboard_url, headers=cluster.auth_headers())
+        code = (f"import {PACKAGE}.dev_marker as m, {PACKAGE}.config.pools as p; "
+                "p.load_catalog(); print('MARKER', m.EDITED, m.__file__)")
+        job_id = client.submit_job(entrypoint=f"{sys.executable} -c \"{code}\"",
+                                   runtime_env=dev_runtime_env(tree))
+        deadline = time.monotonic() + 120
+        while (status := client.get_job_status(job_id)) not in (
+                JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED):
+            assert time.monotonic() < deadline, client.get_job_logs(job_id)
+            time.sleep(0.5)
+        logs = client.get_job_logs(job_id)
+        assert status == JobStatus.SUCCEEDED, logs
+        (line,) = [l for l in logs.splitlines() if l.startswith("MARKER")]
+        assert "from the working tree" in line
+        assert str(ROOT) not in line and str(tree) not in line  # Ray's unpacked upload
+    finally:
+        cluster.stop()
