@@ -77,11 +77,12 @@ def kuberay_fields(settings: Settings, image: str | None) -> dict[str, Any]:
     return fields
 
 
-def kuberay_request(request: ClusterRequest, settings: Settings,
-                    catalog: PoolCatalog) -> ResolvedRequest:
+def kuberay_request(request: ClusterRequest, settings: Settings, catalog: PoolCatalog,
+                    extra: list[RequestError] | None = None) -> ResolvedRequest:
     """Every pre-flight check for a KubeRay run at once; ``RequestErrors`` lists all."""
     problems: list[RequestError] = [*image_problems(request.image or None, field="image"),
-                                    *storage_problems(settings.home, settings.shared_volume_claim)]
+                                    *storage_problems(settings.home, settings.shared_volume_claim),
+                                    *(extra or [])]
     return resolve_request(request, catalog, extra_problems=problems)
 
 
@@ -95,3 +96,25 @@ def local_request(request: ClusterRequest, catalog: PoolCatalog) -> ResolvedRequ
             "gpu_pool", request.gpu_pool, f"a CPU pool ({', '.join(cpu_pools)}) with "
             "gpus_per_worker=0, or the kuberay backend", "the local backend has no GPUs"))
     return resolve_request(request, catalog, extra_problems=problems)
+
+
+def dev_mode_problems(settings: Settings) -> list[RequestError]:
+    """Development mode uploads the package where every Ray node can download it."""
+    if settings.home.startswith(("s3://", "gs://")):
+        return []
+    return [RequestError("ADS_RANKING_DEV_WORKING_TREE", settings.dev_working_tree,
+                         "unset, or with ADS_RANKING_HOME on s3:// or gs://",
+                         "Ray downloads py_modules zips from object storage only")]
+
+
+def upload_dev_package(settings: Settings, working_tree: str) -> str:
+    """Zip ``working_tree``'s package (content-addressed name) under the storage root; its
+    URI for ``runtime_env.py_modules``."""
+    from ads_ranking_pipelines import devmode
+    from ads_ranking_pipelines.storage import fs
+
+    name, data = devmode.package_zip(working_tree)
+    uri = fs.join(settings.home, "dev", "py_modules", name)
+    if not fs.exists(uri):
+        fs.write_bytes(uri, data)
+    return devmode.dev_runtime_env_for_uri(uri)["py_modules"][0]

@@ -161,6 +161,9 @@ class KubeRayResource(RayClusterResource):
     kube_config_file: Optional[str] = Field(None, description="kubeconfig path; default: $KUBECONFIG or ~/.kube/config.")
     in_cluster: bool = False
     ready_timeout_s: float = 900.0
+    dev_working_tree: Optional[str] = Field(
+        None, description="Development mode: ship this working tree's package to the Ray pods "
+        "(zipped under the storage root, Ray runtime_env py_modules) on top of the image.")
 
     backend_name: ClassVar[str] = "kuberay"
 
@@ -182,7 +185,14 @@ class KubeRayResource(RayClusterResource):
         return factory.kuberay_fields(settings, image)
 
     def resolve(self, request: ClusterRequest, catalog: PoolCatalog) -> ResolvedRequest:
-        return factory.kuberay_request(request, self.settings(), catalog)
+        problems = factory.dev_mode_problems(self.settings()) if self.dev_working_tree else []
+        return factory.kuberay_request(request, self.settings(), catalog, extra=problems)
+
+    def dev_py_modules(self) -> tuple[str, ...]:
+        """Development mode: the working tree's package zipped under the storage root."""
+        if not self.dev_working_tree:
+            return ()
+        return (factory.upload_dev_package(self.settings(), self.dev_working_tree),)
 
     def make_backend(self, run_id: str | None = None,
                      code_location: str | None = None) -> RayBackend:
@@ -191,7 +201,8 @@ class KubeRayResource(RayClusterResource):
         try:
             return factory.kuberay_backend(self.settings(), self.catalog(),
                                            ready_timeout_s=self.ready_timeout_s,
-                                           run_id=run_id, code_location=code_location)
+                                           run_id=run_id, code_location=code_location,
+                                           py_modules=self.dev_py_modules())
         except BackendError as exc:
             raise _failure(f"cannot reach Kubernetes: {exc}") from None
 
@@ -205,5 +216,6 @@ def ray_resource(settings: Settings) -> RayClusterResource:
             service_account=settings.ray_service_account, auth_secret=settings.ray_auth_secret,
             shared_volume_claim=settings.shared_volume_claim,
             rayjob_deletion=settings.rayjob_deletion, kube_context=settings.kube_context,
-            kube_config_file=settings.kube_config_file, in_cluster=settings.kube_in_cluster)
+            kube_config_file=settings.kube_config_file, in_cluster=settings.kube_in_cluster,
+            dev_working_tree=settings.dev_working_tree)
     return LocalRayResource(pool_catalog=settings.pool_catalog, state_dir=settings.state_dir)

@@ -143,3 +143,17 @@ def test_replay_filter(before: list[str], replay: list[str], want: list[str]) ->
     assert [line for line in before if f.accept(line)] == before
     f.new_pod()
     assert [line for line in replay if f.accept(line)] == want
+
+
+def test_dev_mode_ships_the_package_zip_with_every_job(fake_apiserver: FakeKubeApiServer) -> None:
+    import yaml
+
+    zip_uri = "gs://ads-ranking/dev/py_modules/ads_ranking_pipelines-dev-0123456789abcdef.zip"
+    backend = make_backend(fake_apiserver, py_modules=(zip_uri,))
+    with backend.session(REQUEST) as session:
+        job_id = session.submit(JOB)
+        rayjob = fake_apiserver.get("rayjobs", NS, job_id)
+        list(session.logs(job_id))
+    env = yaml.safe_load(rayjob["spec"]["runtimeEnvYAML"])
+    assert env["py_modules"] == [zip_uri] and "DAGSTER_PIPES_CONTEXT" in env["env_vars"]
+    assert_nothing_left(fake_apiserver)

@@ -141,3 +141,10 @@ def test_definitions_pick_the_resource_class_from_the_settings(tmp_path):
         "ray-jobs", IMAGE, True, "gs://b/p")
     with pytest.raises(ValueError, match=r"ADS_RANKING_BACKEND='k8s'; valid: local, kuberay"):
         build_definitions({"ADS_RANKING_BACKEND": "k8s"})
+
+
+def test_dev_mode_needs_object_storage(tmp_path):
+    kube = kuberay(tmp_path, storage_home="/mnt/x", shared_volume_claim="data",
+                   dev_working_tree=str(tmp_path))
+    with pytest.raises(dg.Failure, match=r"ADS_RANKING_DEV_WORKING_TREE=.*s3:// or gs://"):
+        kube.cluster_request(TrainingParams(gpu_pool="cpu-standard"), "abcdef01")

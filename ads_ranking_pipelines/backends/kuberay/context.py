@@ -37,6 +37,8 @@ class KubeRayContext:
     ``rules`` (KubeRay's deletion rules; the ``RayJobDeletionPolicy`` gate, on by default in
     v1.7) or ``shutdown`` (``shutdownAfterJobFinishes``: only the cluster goes; our garbage
     collector removes the RayJob) - see :func:`~ads_ranking_pipelines.kuberay.rayjob.cleanup_fields`.
+    ``py_modules``: remote zips (development mode, ``devmode.package_zip``) put first on every
+    job's Python path, over the package in the image.
     """
 
     client: KubeRayClient
@@ -51,6 +53,7 @@ class KubeRayContext:
     failure_polls: int = 3
     unschedulable_grace_s: float = 60.0
     rayjob_deletion: str = "rules"
+    py_modules: tuple[str, ...] = ()
     on_status: StatusCallback | None = None
     sleep: Callable[[float], None] = time.sleep
 

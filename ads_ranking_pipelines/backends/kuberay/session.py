@@ -89,7 +89,7 @@ class KubeRayClusterSession(ClusterSession):
                                                                 job.submission_id))
             manifest = build_rayjob(
                 job_request, entrypoint=job.entrypoint,
-                submission_id=job.submission_id, runtime_env=runtime_env(job), labels=labels,
+                submission_id=job.submission_id, runtime_env=self._runtime_env(job), labels=labels,
                 run_id=self.run_id, code_location=self.code_location,
                 deletion=self.ctx.rayjob_deletion)
             add_job_fields(manifest["spec"], job)
@@ -97,6 +97,12 @@ class KubeRayClusterSession(ClusterSession):
         except RequestError as exc:
             raise redacted(exc) from None
         return manifest
+
+    def _runtime_env(self, job: JobSpec) -> dict[str, Any]:
+        env = runtime_env(job)
+        if self.ctx.py_modules:
+            env["py_modules"] = list(self.ctx.py_modules)
+        return env
 
     def submit(self, job: JobSpec) -> str:
         """Create the job's RayJob and wait until KubeRay reports its cluster up and the job
