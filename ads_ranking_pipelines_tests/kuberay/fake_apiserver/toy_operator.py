@@ -77,6 +77,8 @@ class Scenario:
     ``outcome``: ``succeed`` | ``app_failed`` | ``cluster_failed`` (the API server refuses the
     head pod: ReplicaFailure) | ``unschedulable`` (pods Pending, FailedScheduling) |
     ``deadline_exceeded`` | ``hang`` (the cluster never gets ready, nothing fails).
+    ``execute``: the cluster is a real local Ray cluster and the submitter really runs the
+    RayJob's entrypoint (:mod:`.ray_runtime`); ``log_lines`` and ``outcome`` are then the job's.
     ``submitter_failures``: how many submitter pods die after ``crash_after_lines`` lines (each
     retry replays the log). ``tail_lines``: lines the submitter still prints after the Ray job
     is terminal (``jobStatus`` ahead of ``jobDeploymentStatus``). Times are real seconds.
@@ -103,6 +105,7 @@ class Scenario:
         "Job entrypoint command failed with exit code 1, last available logs (truncated to "
         "20,000 chars):\nValueError: window has no _SUCCESS marker")
     deadline_after_s: float = 0.4
+    execute: bool = False  # real Ray: pods are a local Ray cluster, the submitter runs the job
 
 
 class ToyOperator(ObjectStore):
@@ -217,6 +220,19 @@ class ToyOperator(ObjectStore):
             self._reconcile_cluster_pods(key, obj, scenario)
             sim["phase"] = "provisioning"
             self._touch(obj)
+        elif sim["phase"] == "provisioning" and scenario.execute:
+            workers = obj["status"]["desiredWorkerReplicas"]
+            state = self.runtime().ensure_cluster(key, workers)
+            if state == "ready":
+                self._cluster_ready(key, obj)
+                sim["phase"] = "ready"
+                self._touch(obj)
+            elif state != "starting" and not sim.get("failed"):
+                obj["status"]["conditions"].append({
+                    "type": "ReplicaFailure", "status": "True", "reason": "FailedCreateHeadPod",
+                    "message": f"FailedCreateHeadPod\n{state}", "lastTransitionTime": now_rfc3339()})
+                sim["failed"] = True
+                self._touch(obj)
         elif sim["phase"] == "provisioning" and scenario.outcome not in (
                 "hang", "deadline_exceeded", "cluster_failed", "unschedulable") and \
                 now - sim["t0"] >= scenario.cluster_ready_after_s:
@@ -446,6 +462,9 @@ class ToyOperator(ObjectStore):
         pod = self.pods.get(sim.get("pod") or ("", ""))
         if pod is None or pod.obj["status"]["phase"] != "Running":
             return
+        if scenario.execute:
+            self._job_running_for_real(key, obj, pod, sim, now)
+            return
         if status.get("jobStatus") in (None, "", "PENDING"):
             status.update({"jobStatus": "RUNNING", "rayJobInfo": {"startTime": now_rfc3339()}})
             sim["running_at"] = sim["running_at"] or now
@@ -458,6 +477,34 @@ class ToyOperator(ObjectStore):
         if scenario.outcome == "hang" or now - sim["running_at"] < scenario.hold_running_s:
             return
         self._finish_submitter(key, obj, pod, sim, scenario, now)
+
+    def _job_running_for_real(self, key: tuple, obj: dict, pod: _Pod, sim: dict,
+                              now: float) -> None:
+        """case Running with a real Ray job: ``GetJobInfo`` gives ``jobStatus``; the deployment
+        ends only once the submitter has drained the log (``isJobTerminal && finishedAt``)."""
+        status = obj["status"]
+        running = sim.get("ray")
+        if running is None:
+            def emit(line: str) -> None:
+                with self.lock:
+                    pod.lines.append((time.time(), line))
+                    self.changed.notify_all()
+
+            ckey = ("rayclusters", key[1], status["rayClusterName"])
+            sim["ray"] = self.runtime().submit(key, ckey, obj.get("spec") or {}, emit)
+            return
+        if running.status != status.get("jobStatus"):
+            status["jobStatus"] = running.status
+            if running.status in ("SUCCEEDED", "FAILED", "STOPPED"):
+                status["message"] = running.message
+            self._touch(obj)
+        if running.drained and running.status in ("SUCCEEDED", "FAILED", "STOPPED"):
+            failed = running.status != "SUCCEEDED"
+            pod.obj["status"]["phase"] = "Failed" if failed else "Succeeded"
+            pod.closed = True
+            status.update({"jobDeploymentStatus": "Failed" if failed else "Complete",
+                           "reason": "AppFailed" if failed else "", "endTime": now_rfc3339()})
+            self._job_terminal(key, obj, sim, now)
 
     def _print_line(self, pod: _Pod, sim: dict, lines: tuple, scenario: Scenario,
                     now: float) -> None:
