@@ -13,6 +13,7 @@ from kubernetes_validate import utils as kv_utils
 
 from ads_ranking_pipelines.config.pools import load_catalog
 from ads_ranking_pipelines.config.settings import Settings
+from ads_ranking_pipelines.defs.ray_resources import KubeRayResource
 from ads_ranking_pipelines.definitions import build_definitions
 from ads_ranking_pipelines_tests.helm.chart import VALUE_SETS, env_of, merge, one, render, value_set
 from ads_ranking_pipelines_tests.helm.run_pod import run_job
@@ -57,6 +58,7 @@ def test_settings_env_defaults() -> None:
         "ADS_RANKING_RAY_SERVICE_ACCOUNT": "ads-ranking-pipelines-ray",
         "ADS_RANKING_DEFAULT_POOL": "local",
         "ADS_RANKING_KUBE_IN_CLUSTER": "true",
+        "ADS_RANKING_RAYJOB_DELETION": "rules",
     }
 
 
@@ -102,8 +104,10 @@ def test_the_package_reads_the_rendered_settings(tmp_path) -> None:
     settings = Settings.from_environ(env)
     assert settings.home == "gs://ads-ranking-prod/pipelines"
     ray_cluster = build_definitions(env).resources["ray_cluster"]
-    assert ray_cluster.backend == "kuberay"
-    assert ray_cluster.namespace == "ray-jobs"
+    assert isinstance(ray_cluster, KubeRayResource)
+    assert ray_cluster.namespace == "ray-jobs" and ray_cluster.in_cluster
+    assert ray_cluster.ray_image == env["ADS_RANKING_RAY_IMAGE"]
+    assert ray_cluster.auth_secret == "ray-auth-token" and ray_cluster.rayjob_deletion == "rules"
     assert ray_cluster.catalog().names() == ["h100-80gb", "l4"]
 
 
@@ -222,3 +226,19 @@ def test_probes_follow_the_official_conventions() -> None:
     # Helm merges the override onto the chart's default probe settings.
     assert container["startupProbe"] == {"tcpSocket": {"port": "grpc"}, "periodSeconds": 5,
                                          "timeoutSeconds": 10, "failureThreshold": 30}
+
+
+def test_shared_volume_storage_reaches_the_ray_pods_through_the_settings(tmp_path) -> None:
+    """storage.home as a path on a shared volume: the code location gets the claim's name,
+    so the cluster template mounts it at the same path in every Ray pod."""
+    values = merge(value_set("default"), {"storage": {
+        "home": "/mnt/ads-ranking", "sharedVolume": {"claimName": "ads-ranking-data"}},
+        "kuberay": {"rayjobDeletion": "shutdown"}})
+    env = {k: v for k, v in env_of(_code_server(render(values))).items() if isinstance(v, str)}
+    assert env["ADS_RANKING_SHARED_VOLUME_CLAIM"] == "ads-ranking-data"
+    assert env["ADS_RANKING_RAYJOB_DELETION"] == "shutdown"
+    env["ADS_RANKING_POOL_CATALOG"] = ""
+    ray_cluster = build_definitions(env).resources["ray_cluster"]
+    fields = ray_cluster.request_fields()
+    assert (fields["shared_volume_claim"], fields["shared_volume_path"]) == (
+        "ads-ranking-data", "/mnt/ads-ranking")

@@ -89,7 +89,7 @@ code server, the run pods (through the container context) and X-Ray. */}}
 {{- define "arp.catalogDir" -}}/etc/ads-ranking{{- end -}}
 
 {{- define "arp.managedEnvNames" -}}
-{{- list "ADS_RANKING_HOME" "ADS_RANKING_BACKEND" "ADS_RANKING_POOL_CATALOG" "ADS_RANKING_NAMESPACE" "ADS_RANKING_RAY_IMAGE" "ADS_RANKING_RAY_SERVICE_ACCOUNT" "ADS_RANKING_RAY_AUTH_SECRET" "ADS_RANKING_DEFAULT_POOL" "ADS_RANKING_KUBE_IN_CLUSTER" "ADS_RANKING_XRAY_TOKEN" "DAGSTER_CURRENT_IMAGE" "DAGSTER_CLI_API_GRPC_CONTAINER_CONTEXT" | toJson -}}
+{{- list "ADS_RANKING_HOME" "ADS_RANKING_BACKEND" "ADS_RANKING_POOL_CATALOG" "ADS_RANKING_NAMESPACE" "ADS_RANKING_RAY_IMAGE" "ADS_RANKING_RAY_SERVICE_ACCOUNT" "ADS_RANKING_RAY_AUTH_SECRET" "ADS_RANKING_DEFAULT_POOL" "ADS_RANKING_KUBE_IN_CLUSTER" "ADS_RANKING_SHARED_VOLUME_CLAIM" "ADS_RANKING_RAYJOB_DELETION" "ADS_RANKING_XRAY_TOKEN" "DAGSTER_CURRENT_IMAGE" "DAGSTER_CLI_API_GRPC_CONTAINER_CONTEXT" | toJson -}}
 {{- end -}}
 
 {{- define "arp.settingsEnv" -}}
@@ -113,6 +113,12 @@ code server, the run pods (through the container context) and X-Ray. */}}
   value: {{ include "arp.defaultPool" . | quote }}
 - name: ADS_RANKING_KUBE_IN_CLUSTER
   value: "true"
+- name: ADS_RANKING_RAYJOB_DELETION
+  value: {{ .Values.kuberay.rayjobDeletion | default "rules" | quote }}
+{{- if hasPrefix "/" .Values.storage.home }}
+- name: ADS_RANKING_SHARED_VOLUME_CLAIM
+  value: {{ .Values.storage.sharedVolume.claimName | quote }}
+{{- end }}
 {{- end -}}
 
 {{/* Extra env from values: refuses names the chart sets itself. Arguments: (list $ $env $where) */}}
