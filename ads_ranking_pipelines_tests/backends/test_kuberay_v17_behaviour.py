@@ -157,3 +157,63 @@ def test_dev_mode_ships_the_package_zip_with_every_job(fake_apiserver: FakeKubeA
     env = yaml.safe_load(rayjob["spec"]["runtimeEnvYAML"])
     assert env["py_modules"] == [zip_uri] and "DAGSTER_PIPES_CONTEXT" in env["env_vars"]
     assert_nothing_left(fake_apiserver)
+
+
+def _raw_rayjob(backend, name: str, **spec) -> dict:
+    from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
+
+    manifest = build_rayjob(backend.resolve(REQUEST.model_copy(update={"name": name})),
+                            entrypoint="python -c pass", submission_id=name)
+    manifest["spec"].update(spec)
+    return manifest
+
+
+def _deployment_states(fake: FakeKubeApiServer, name: str, until: set[str]) -> list[str]:
+    seen: list[str] = []
+
+    def done() -> bool:
+        state = ((fake.get("rayjobs", NS, name) or {}).get("status") or {}).get(
+            "jobDeploymentStatus", "")
+        if not seen or seen[-1] != state:
+            seen.append(state)
+        return state in until
+
+    assert fake.wait_for(done, timeout_s=10), seen
+    return seen
+
+
+def test_fake_retries_a_failed_rayjob_within_its_backoff_limit(fake_apiserver: FakeKubeApiServer) -> None:
+    """checkBackoffLimitAndUpdateStatusIfNeeded: Failed with retries left -> Retrying -> New."""
+    fake_apiserver.scenario = Scenario(outcome="app_failed", log_lines=("boom",))
+    backend = make_backend(fake_apiserver)
+    backend.client.create("rayjobs", NS, _raw_rayjob(backend, "retried", backoffLimit=1))
+    states = _deployment_states(fake_apiserver, "retried", {"Failed"})
+    assert "Retrying" in states
+    final = fake_apiserver.get("rayjobs", NS, "retried")["status"]
+    assert final["failed"] == 2 and final["reason"] == "AppFailed"
+    assert backend.job_status(NS, "retried").state is JobState.FAILED
+    backend.stop_job(NS, "retried")
+    assert_nothing_left(fake_apiserver)
+
+
+def test_fake_suspends_a_suspended_rayjob(fake_apiserver: FakeKubeApiServer) -> None:
+    backend = make_backend(fake_apiserver)
+    backend.client.create("rayjobs", NS, _raw_rayjob(backend, "paused", suspend=True))
+    states = _deployment_states(fake_apiserver, "paused", {"Suspended"})
+    assert states[-2:] == ["Suspending", "Suspended"]
+    assert backend.job_status(NS, "paused").state is JobState.STOPPED
+    backend.stop_job(NS, "paused")
+    assert_nothing_left(fake_apiserver)
+
+
+def test_fake_finalizer_stops_a_running_ray_job_on_delete(fake_apiserver: FakeKubeApiServer) -> None:
+    """The RayJob finalizer: deleting a RayJob whose Ray job runs stops it first."""
+    fake_apiserver.scenario = Scenario(hold_running_s=60)
+    backend = make_backend(fake_apiserver)
+    with backend.session(REQUEST) as session:
+        job_id = session.submit(JOB)
+        assert fake_apiserver.wait_for(lambda: session.status(job_id).state is JobState.RUNNING)
+        rayjob = fake_apiserver.get("rayjobs", NS, job_id)
+        assert "ray.io/rayjob-finalizer" in rayjob["metadata"]["finalizers"]
+    assert fake_apiserver.stopped_jobs == [job_id]
+    assert_nothing_left(fake_apiserver)

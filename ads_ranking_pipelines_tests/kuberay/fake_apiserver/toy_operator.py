@@ -386,6 +386,10 @@ class ToyOperator(ObjectStore):
         """case Initializing: deadlines, ``getOrCreateRayClusterInstance``, cluster status
         copied while not ready, then the submitter (``createK8sJobIfNeed``) and Running."""
         status = obj["status"]
+        if (obj.get("spec") or {}).get("suspend"):  # updateStatusToSuspendingIfNeeded
+            status["jobDeploymentStatus"] = "Suspending"
+            self._touch(obj)
+            return
         if self._deadline_passed(obj, sim, now):
             self._job_terminal(key, obj, sim, now)
             return
