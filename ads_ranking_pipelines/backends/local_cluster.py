@@ -130,13 +130,7 @@ def process_alive(pid: int, start: str) -> bool:
         return False
     if start:
         return process_start(pid) == start
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return _pid_alive(pid)
 
 
 class LocalRayCluster:
