@@ -47,7 +47,7 @@ class RayClusterResource(dg.ConfigurableResource):
     backend_name: ClassVar[str] = "?"
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        run = context.dagster_run
+        run = context.run
         self._run_tags = dict(run.tags) if run is not None else {}
 
     def catalog(self) -> PoolCatalog:
