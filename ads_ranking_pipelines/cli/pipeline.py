@@ -20,7 +20,9 @@ from ads_ranking_pipelines.config.training import TrainingParams
 app = typer.Typer(no_args_is_help=True, help="Run the daily retraining pipeline.")
 
 
-def _source(path: Optional[Path]) -> SourceConfig:
+def load_source(path: Optional[Path]) -> SourceConfig:
+    """The source YAML at ``path`` (default: synthetic); relative local file paths in ``uri`` and
+    ``events_uri`` are taken relative to the YAML's folder. Exits 2 on bad input."""
     if path is None:
         return SourceConfig()
     try:
@@ -32,11 +34,23 @@ def _source(path: Optional[Path]) -> SourceConfig:
     if not isinstance(raw, dict):
         fail(f"--source {path}: expected a mapping with kind, uri, label_column, dense_columns, "
              "sparse_columns", EXIT_INVALID)
-    raw = raw.get("source", raw)
+    raw = _resolve_paths(dict(raw.get("source", raw)), path.parent)
     try:
         return SourceConfig.model_validate(raw)
     except ValidationError as exc:
         fail(format_validation_error(exc, SourceConfig, prefix="source."), EXIT_INVALID)
+
+
+def _resolve_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
+    def fix(value: str) -> str:
+        parts = [p.strip() for p in str(value).split(",")]
+        return ",".join(p if ("://" in p or os.path.isabs(p) or not p) else str((base / p).resolve())
+                        for p in parts)
+
+    for key in ("uri", "events_uri"):
+        if isinstance(raw.get(key), str):
+            raw[key] = fix(raw[key])
+    return raw
 
 
 def _params(overrides: dict[str, Any]) -> TrainingParams:
@@ -82,7 +96,7 @@ def run(
         fail(f"invalid --date={day}: no such partition; valid: {keys[0]} .. {keys[-1]}", EXIT_INVALID)
     params = _params({"dataset_window_days": window_days, "num_workers": workers, "epochs": epochs,
                       "batch_size": batch_size, "gpu_pool": gpu_pool, "model_name": model_name})
-    src = _source(source)
+    src = load_source(source)
     if rows_per_day is not None:
         try:
             src = src.model_copy(update={"synthetic": src.synthetic.model_validate(

@@ -17,7 +17,7 @@ from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.defs.config import EvaluationConfig, TrainingConfig
 from ads_ranking_pipelines.defs.partitions import daily_partitions, partition_day, window_days
 from ads_ranking_pipelines.defs.pipes import run_ray_job
-from ads_ranking_pipelines.defs.preflight import check_events, check_training_window
+from ads_ranking_pipelines.defs.preflight import check_events, check_training_window, resolve_events
 from ads_ranking_pipelines.defs.resources import EventSourceResource, RayClusterResource, StorageResource
 from ads_ranking_pipelines.ray_jobs.common import SPEC_ENV
 from ads_ranking_pipelines.storage import fs
@@ -56,7 +56,7 @@ def _session(context: dg.AssetExecutionContext, ray_cluster: RayClusterResource,
 def impressions(context: dg.AssetExecutionContext, storage: StorageResource,
                 event_source: EventSourceResource) -> dg.MaterializeResult:
     day = partition_day(context)
-    source = event_source.source_config(storage.home)
+    source = resolve_events(event_source.source_config(storage.home), context.log)
     meta = check_events(source, [day], context.log)
     return dg.MaterializeResult(metadata={"uri": fs.join(source.uri, f"event_date={day}"), **meta})
 
@@ -68,7 +68,7 @@ def trained_model(context: dg.AssetExecutionContext, config: TrainingConfig, sto
     day = partition_day(context)
     params = config.to_params()
     request = ray_cluster.cluster_request(params, context.run.run_id)          # bad pool/size: fails here
-    source = event_source.source_config(storage.home)
+    source = resolve_events(event_source.source_config(storage.home), context.log)
     train_days = window_days(day, params.dataset_window_days)
     check_training_window(source, train_days, day, context.log)            # missing days/columns/labels
     layout = storage.layout()
@@ -111,7 +111,7 @@ def model_evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig
                      ray_cluster: RayClusterResource):
     day = partition_day(context)
     params = TrainingParams.model_validate(trained_model["params"])
-    source = event_source.source_config(storage.home)
+    source = resolve_events(event_source.source_config(storage.home), context.log)
     check_events(source, [day], context.log)
     registry = ModelRegistry(storage.layout(), params.model_name)
     champion = registry.champion()
@@ -167,7 +167,7 @@ def batch_scores(context: dg.AssetExecutionContext, trained_model: dict, storage
                  event_source: EventSourceResource, ray_cluster: RayClusterResource) -> dg.MaterializeResult:
     day = partition_day(context)
     params = TrainingParams.model_validate(trained_model["params"])
-    source = event_source.source_config(storage.home)
+    source = resolve_events(event_source.source_config(storage.home), context.log)
     check_events(source, [day], context.log)
     out_uri = storage.layout().scores(params.model_name, day, trained_model["model_version"])
     id_columns = ("impression_id",) if source.kind == "synthetic" else ()

@@ -83,11 +83,14 @@ def read_window(spec: TrainJobSpec, feature_spec: FeatureSpec):
         raise ValueError("train_days is empty")
     if not spec.source.uri:
         raise ValueError("spec.source.uri must be resolved before training")
-    days = [day_uri(spec.source.uri, d) for d in spec.train_days]
-    missing = [u for u in days if not fs.is_dir(u)]
+    from ads_ranking_pipelines.events.layout import part_uris
+
+    parts = {d: part_uris(spec.source.uri, d, spec.source.completeness) for d in spec.train_days}
+    missing = [day_uri(spec.source.uri, d) for d, p in parts.items() if not p]
     if missing:
         raise FileNotFoundError(f"training window has no events for {len(missing)} day(s): {missing}")
-    ds = ray.data.read_parquet(days, columns=feature_spec.read_columns, partitioning=None)
+    files = [fs.normalize(u) for d in spec.train_days for u in parts[d]]
+    ds = ray.data.read_parquet(files, columns=feature_spec.read_columns, partitioning=None)
     return ds.map_batches(_transform_batch, fn_kwargs={"spec": feature_spec}, batch_format="pyarrow")
 
 
