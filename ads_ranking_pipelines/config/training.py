@@ -24,7 +24,19 @@ class TrainingParams(BaseModel):
     num_workers: int = Field(2, ge=1, le=256, description="Ray Train workers (embedding shards).")
     gpus_per_worker: int = Field(0, ge=0, le=8, description="GPUs per worker; 0 trains on CPU with gloo.")
     cpus_per_worker: float = Field(1.0, gt=0, le=128, description="CPUs reserved per training worker.")
-    epochs: int = Field(2, ge=1, le=100)
+    epochs: int = Field(20, ge=1, le=100,
+                        description="Budget: the most epochs. Training stops earlier once the validation "
+                                    "slice stops improving (early_stopping_patience).")
+    validation_fraction: float = Field(
+        0.1, ge=0.0, le=0.5,
+        description="Last part (in time) of the window held out to pick the epoch to keep and to stop "
+                    "training; 0: no validation (train the whole budget, keep the last epoch).")
+    early_stopping_patience: int = Field(
+        2, ge=0, le=100,
+        description="Stop after this many epochs in a row without a better validation logloss "
+                    "(0: train the whole budget). The best epoch's checkpoint is the model version.")
+    early_stopping_min_delta: float = Field(
+        1e-4, ge=0.0, le=1.0, description="Smallest drop of validation logloss that counts as better.")
     batch_size: int = Field(1024, ge=16, le=262144, description="Per-worker batch size.")
     learning_rate: float = Field(0.01, gt=0, le=1.0,
                                  description="Adam learning rate of the dense (MLP) parameters.")
@@ -38,6 +50,8 @@ class TrainingParams(BaseModel):
                     "seen a few times memorize their labels; larger, rare rows move like SGD with "
                     "lr / eps while frequent rows still get Adagrad. A row's gradient scales as "
                     "1 / batch_size: the default suits batch_size ~1024, scale it with 1 / batch_size.")
+    dense_weight_decay: float = Field(
+        0.0, ge=0.0, le=1.0, description="Decoupled weight decay (AdamW) of the dense (MLP) parameters.")
     final_lr_fraction: float = Field(
         0.1, ge=0.0, le=1.0,
         description="Both learning rates decay linearly over the run to this fraction of their "

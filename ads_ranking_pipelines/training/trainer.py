@@ -39,6 +39,8 @@ from ads_ranking_pipelines.training.sharding import format_plan
 from ads_ranking_pipelines.training.spec import TrainJobSpec
 from ads_ranking_pipelines.training.train_loop import (
     DATASET_NAME,
+    SELECTION_METRIC,
+    VALID_DATASET_NAME,
     quiet_warnings,
     read_train_state,
     train_loop_per_worker,
@@ -60,6 +62,11 @@ class TrainResult:
     wall_seconds: float
     resumed_from_epoch: int = 0      # epochs already done when this run started (0: fresh)
     epoch_history: list[dict[str, Any]] = field(default_factory=list)
+    best_epoch: int = 0              # the epoch whose checkpoint became the model version
+    stopped_early: bool = False      # validation stopped improving before the epoch budget
+    valid_logloss: float | None = None
+    valid_auc: float | None = None
+    train_rows: int = 0
     checkpoint_paths: list[str] = field(default_factory=list)
     worker_restarts: int = 0         # times the worker group was restarted (and resumed) mid-run
 
@@ -106,6 +113,19 @@ def on_driver_node(ds):
     import ray.data
 
     return ray.data.from_arrow(ray.get(ds.to_arrow_refs()))
+
+
+def split_validation(ds, rows: int, fraction: float):
+    """(train, validation): the validation slice is the last ``fraction`` of the rows in time.
+
+    ``ds`` must be materialized in file order (days in order, rows in time order within a day).
+    Returns ``(ds, None)`` when there is nothing to hold out.
+    """
+    n_valid = int(round(rows * fraction))
+    if fraction <= 0 or n_valid < 1 or rows - n_valid < 1:
+        return ds, None
+    train, valid = ds.split_at_indices([rows - n_valid])
+    return train, valid
 
 
 def _resources(params: TrainingParams) -> dict[str, float]:
@@ -193,14 +213,34 @@ def _checkpoint_dirs(run_dir: str) -> list[str]:
             if n.startswith("checkpoint_") and fs.is_dir(fs.join(run_dir, n))]
 
 
+def _check_finished(last_state: dict[str, Any], params: TrainingParams) -> None:
+    done = int(last_state["epochs_done"])
+    if done != params.epochs and not last_state.get("stopped_early"):
+        raise RuntimeError(f"last checkpoint has {done} epoch(s), expected {params.epochs} "
+                           "or an early stop")
+
+
+def best_checkpoint(result: Any, best_epoch: int):
+    """The kept checkpoint of epoch ``best_epoch`` (the best validation loss of the run)."""
+    for ckpt, metrics in getattr(result, "best_checkpoints", None) or []:
+        if int(metrics.get("epoch", -1)) == best_epoch:
+            return ckpt
+    if result.checkpoint is not None:
+        with result.checkpoint.as_directory() as d:
+            if int(read_train_state(d)["epochs_done"]) == best_epoch:
+                return result.checkpoint
+    raise RuntimeError(f"the checkpoint of the best epoch ({best_epoch}) was not kept")
+
+
 def train(spec: TrainJobSpec, reporter: Reporter, *,
           worker_config: dict[str, Any] | None = None) -> TrainResult:
     """Train ``spec`` and write its model version; see the module docstring.
 
     ``worker_config`` adds keys to the workers' config (``shuffle_buffer``, ``progress_every_s``,
-    and for tests ``crash_once``; see ``train_loop``).
+    ``callbacks``; see ``train_loop``).
     """
     import ray
+    import ray.data
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
     from ray.util.queue import Queue
@@ -212,12 +252,15 @@ def train(spec: TrainJobSpec, reporter: Reporter, *,
         ray.init()
 
     reporter.log(f"reading {len(spec.train_days)} day(s) of events from {spec.source.uri}")
+    ray.data.DataContext.get_current().execution_options.preserve_order = True
     ds = on_driver_node(read_window(spec, feature_spec).materialize())
     rows = ds.count()
     if rows == 0:
         raise ValueError(f"the training window {[d.isoformat() for d in spec.train_days]} has no rows")
-    reporter.metrics("dataset", {"rows": rows, "days": len(spec.train_days),
-                                 "read_s": round(time.perf_counter() - t0, 2)})
+    train_ds, valid_ds = split_validation(ds, rows, params.validation_fraction)
+    train_rows = train_ds.count()
+    reporter.metrics("dataset", {"rows": rows, "train_rows": train_rows, "valid_rows": rows - train_rows,
+                                 "days": len(spec.train_days), "read_s": round(time.perf_counter() - t0, 2)})
 
     # The queue lives on the driver's node: a lost worker node must not take the progress
     # records (and the restart count derived from them) with it.
@@ -233,9 +276,11 @@ def train(spec: TrainJobSpec, reporter: Reporter, *,
         "progress_queue": progress_q,
         "progress_every_s": 5.0,
         # Ray Train splits the dataset evenly over the workers (streaming_split, equal=True)
-        "steps_per_epoch": max(1, math.ceil((rows // params.num_workers) / params.batch_size)),
+        "steps_per_epoch": max(1, math.ceil((train_rows // params.num_workers) / params.batch_size)),
+        "has_validation": valid_ds is not None,
         **(worker_config or {}),
     }
+    datasets = {DATASET_NAME: train_ds, **({VALID_DATASET_NAME: valid_ds} if valid_ds is not None else {})}
     storage = fs.normalize(spec.ray_storage_uri)
     trainer = TorchTrainer(
         train_loop_per_worker,
@@ -247,11 +292,15 @@ def train(spec: TrainJobSpec, reporter: Reporter, *,
             name=spec.run_name,
             storage_path=storage,
             failure_config=FailureConfig(max_failures=params.max_failures),
-            checkpoint_config=CheckpointConfig(num_to_keep=CHECKPOINTS_TO_KEEP),
+            # the best epochs by validation loss, plus (always, for resuming) the latest
+            checkpoint_config=CheckpointConfig(num_to_keep=CHECKPOINTS_TO_KEEP,
+                                               checkpoint_score_attribute=SELECTION_METRIC,
+                                               checkpoint_score_order="min"),
         ),
-        datasets={DATASET_NAME: ds},
+        datasets=datasets,
     )
-    reporter.log(f"training {params.num_workers} worker(s) x {params.epochs} epoch(s) on {rows} rows "
+    reporter.log(f"training {params.num_workers} worker(s), at most {params.epochs} epoch(s), on {train_rows} rows, "
+                 f"validating on the last {rows - train_rows} "
                  f"({'GPU' if params.uses_gpu else 'CPU'}), run {spec.run_name} under {storage}")
     try:
         with _ProgressPump(progress_q, reporter) as pump:
@@ -264,21 +313,26 @@ def train(spec: TrainJobSpec, reporter: Reporter, *,
     if result.checkpoint is None:
         raise RuntimeError(f"training run {spec.run_name} finished without a checkpoint")
 
-    checkpoint = result.checkpoint
+    with result.checkpoint.as_directory() as ckpt_dir:
+        last_state = read_train_state(ckpt_dir)
+    _check_finished(last_state, params)
+    checkpoint = best_checkpoint(result, int(last_state.get("best_epoch") or last_state["epochs_done"]))
     with checkpoint.as_directory() as ckpt_dir:
         state = read_train_state(ckpt_dir)
         model = load_unsharded(ckpt_dir, params, feature_spec)
-    epochs_done = int(state["epochs_done"])
-    if epochs_done != params.epochs:
-        raise RuntimeError(f"last checkpoint has {epochs_done} epoch(s), expected {params.epochs}")
+    epochs_done = int(last_state["epochs_done"])
     last = state.get("metrics", {})
-    history = pump.epochs or [last]
+    history = pump.epochs or [last_state.get("metrics", {})]
     # epochs already done when the first worker group started (a re-launched run), and how
     # often the group was restarted (a lost worker) and resumed from a checkpoint
     resumed_from = int(pump.starts[0]["epochs_done"]) if pump.starts else 0
     restarts = max(0, len(pump.starts) - 1)
     if restarts:
         reporter.log(f"the worker group was restarted {restarts} time(s) and resumed from checkpoints")
+    reporter.log(f"trained {epochs_done} epoch(s)"
+                 + (" (stopped early: validation stopped improving)" if last_state.get("stopped_early") else "")
+                 + f"; keeping epoch {state['epochs_done']} (validation logloss "
+                 f"{last.get('valid_logloss', float('nan')):.5f}, auc {last.get('valid_auc', float('nan')):.4f})")
     plan = state.get("sharding_plan") or {}
     reporter.log("sharding plan:\n" + format_plan(plan))
 
@@ -287,8 +341,8 @@ def train(spec: TrainJobSpec, reporter: Reporter, *,
         model_uri=spec.model_uri,
         model_version=spec.model_version,
         epochs=epochs_done,
-        final_loss=float(state["loss"]),
-        samples_per_s=float(last.get("samples_per_s", 0.0)),
+        final_loss=float(last_state["loss"]),
+        samples_per_s=float(last_state.get("metrics", {}).get("samples_per_s", 0.0)),
         rows=rows,
         checkpoint_path=str(checkpoint.path),
         sharding_plan=plan,
@@ -297,6 +351,11 @@ def train(spec: TrainJobSpec, reporter: Reporter, *,
         epoch_history=history,
         checkpoint_paths=_checkpoint_dirs(run_dir),
         worker_restarts=restarts,
+        best_epoch=int(state["epochs_done"]),
+        stopped_early=bool(last_state.get("stopped_early")),
+        valid_logloss=last.get("valid_logloss"),
+        valid_auc=last.get("valid_auc"),
+        train_rows=train_rows,
     )
     save_model_version(spec.model_uri, model, params, feature_spec, extra_manifest={
         "model_version": spec.model_version,
@@ -306,6 +365,9 @@ def train(spec: TrainJobSpec, reporter: Reporter, *,
         "source_uri": spec.source.uri,
         "rows": rows,
         "epochs": epochs_done,
+        "best_epoch": result_obj.best_epoch,
+        "valid_logloss": result_obj.valid_logloss,
+        "valid_auc": result_obj.valid_auc,
         "final_loss": result_obj.final_loss,
         "samples_per_s": result_obj.samples_per_s,
         "checkpoint_path": result_obj.checkpoint_path,
