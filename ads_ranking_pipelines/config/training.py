@@ -62,6 +62,17 @@ class TrainingParams(BaseModel):
                               description="Upper bound on rows of each embedding table.")
     dense_arch: tuple[int, ...] = Field((64, 32), min_length=1, description="Bottom MLP widths.")
     over_arch: tuple[int, ...] = Field((64, 32), min_length=1, description="Top MLP widths (a 1-unit head is appended).")
+    concat_embeddings: bool = Field(
+        True, description="Feed the embeddings themselves to the top MLP beside their pairwise dot products.")
+    wide: bool = Field(
+        True, description="Add a linear (wide) part over the dense inputs and embeddings to the logit.")
+    min_id_count: int = Field(
+        2, ge=1, le=1_000_000,
+        description="Ids seen fewer times in the training window share one 'rare id' row of their "
+                    "table (1: off). Rare ids cannot memorize their labels, and ids new on the "
+                    "evaluated day get a trained row.")
+    count_features: bool = Field(
+        True, description="Add log(1 + training-window count) of every sparse id as a dense input.")
     dense_normalization: bool = Field(
         True, description="Standardize the dense inputs (batch statistics in training, their "
                           "running average in the saved model) before the bottom MLP.")

@@ -307,3 +307,26 @@ def oracle_auc(day: dt.date, spec: SyntheticSpec | None = None) -> float:
 def oracle_logloss(day: dt.date, spec: SyntheticSpec | None = None) -> float:
     """Logloss of the true probabilities on ``day``'s sampled labels."""
     return oracle_metrics(day, spec)["oracle_logloss"]
+
+
+def specified_design(table: pa.Table) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The true click model's form in observed columns: ``(dense [n, 4], categoricals)``.
+
+    A correctly specified model is linear in these (logistic link): one effect per user, ad,
+    campaign, advertiser, placement, device, country, hour and category, one per
+    (user, category) pair (the affinity acts through the user's hidden segment, which the pair
+    nests), and the dense terms exactly as they enter the logit (``DENSE_WEIGHTS``).
+    """
+    col = {c: table.column(c).to_numpy(zero_copy_only=False) for c in table.column_names}
+    dense = np.stack([
+        np.log1p(col["dense_0"].astype(np.float64)),
+        col["dense_2"].astype(np.float64) - 1.0,
+        np.log(col["dense_3"].astype(np.float64)),
+        np.log1p(col["dense_4"].astype(np.float64)),
+    ], axis=1)
+    user = col["user_id"].astype(np.int64)
+    category = col["quest_category"].astype(np.int64)
+    cats = [user, col["ad_id"], col["campaign_id"], col["advertiser_id"], col["placement"],
+            col["device_type"], col["country"], col["hour_of_day"], category,
+            user * NUM_CATEGORIES + category]
+    return dense, [np.asarray(c) for c in cats]

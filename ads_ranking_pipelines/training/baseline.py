@@ -52,7 +52,8 @@ def build_matrix(inputs: dict[str, np.ndarray], train_sparse: np.ndarray) -> np.
 
 
 def feature_names(spec: FeatureSpec) -> list[str]:
-    return [*spec.dense_columns, *(f"{c}#hash" for c in spec.sparse_columns),
+    missing = [f"{c}#missing" for c in spec.dense_columns] if spec.missing_indicators else []
+    return [*spec.dense_columns, *missing, *(f"{c}#hash" for c in spec.sparse_columns),
             *(f"{c}#freq" for c in spec.sparse_columns)]
 
 

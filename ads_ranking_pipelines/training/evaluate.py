@@ -55,8 +55,7 @@ def _champion_metrics(spec: EvalJobSpec, inputs: dict[str, np.ndarray], labels: 
     if champion.feature_spec != FeatureSpec.from_source(spec.source, champion.feature_spec.hash_buckets):
         reporter.log(f"champion {spec.champion_uri} uses other features; not comparable")
         return {}
-    c_inputs = (inputs if champion.feature_spec.hash_buckets == spec.params.hash_buckets
-                else None)
+    c_inputs = inputs if champion.feature_spec == FeatureSpec.from_source(spec.source, spec.params.hash_buckets) else None
     if c_inputs is None:
         from ads_ranking_pipelines.events.layout import read_days
 

@@ -27,6 +27,8 @@ Config keys (all JSON-able except the queue and the callbacks):
 ``steps_per_epoch``  optimizer steps per epoch (the driver knows the row count), for the linear
                      learning-rate decay over the budget (``params.final_lr_fraction``)
 ``shuffle_buffer``   rows of local shuffle buffer in ``iter_batches`` (default 0: none)
+``id_counts``        ``{sparse column: float array [table rows]}``: id counts of the training rows
+                     (see ``model.IdCounts``)
 ``callbacks``        objects with any of ``on_epoch_start(rank, epoch)`` /
                      ``on_step(rank, epoch, step)``: observers, and the way tests inject faults
 
@@ -58,7 +60,7 @@ from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.training.batches import Batch, make_batch
 from ads_ranking_pipelines.training.features import FeatureSpec
 from ads_ranking_pipelines.training.metrics import MetricError, auc, logloss
-from ads_ranking_pipelines.training.model import build_model, feature_spec_from_dict
+from ads_ranking_pipelines.training.model import build_model, feature_spec_from_dict, set_id_counts
 from ads_ranking_pipelines.training.sharding import ShardedModel, shard_model
 
 TRAIN_STATE_FILE = "train_state.json"
@@ -319,7 +321,8 @@ def _log_epoch(w: Worker, metrics: dict[str, Any]) -> None:
 
 def setup_worker(params: TrainingParams, feature_spec: FeatureSpec, *, device: torch.device,
                  local_world_size: int | None, steps_per_epoch: int | None, log: Callable[[str], None],
-                 progress: ProgressFn | None, progress_every_s: float, callbacks: Sequence[Any]) -> Worker:
+                 progress: ProgressFn | None, progress_every_s: float, callbacks: Sequence[Any],
+                 id_counts: Mapping[str, np.ndarray] | None = None) -> Worker:
     """Build and shard the model and its optimizers on this rank."""
     quiet_warnings()
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -329,6 +332,8 @@ def setup_worker(params: TrainingParams, feature_spec: FeatureSpec, *, device: t
                      embedding_learning_rate=params.effective_embedding_learning_rate,
                      embedding_eps=params.embedding_eps, dense_weight_decay=params.dense_weight_decay,
                      batch_size=params.batch_size, local_world_size=local_world_size)
+    if id_counts:
+        set_id_counts(sm.model, id_counts)
     # start values of every param group, taken before any checkpoint is loaded; the schedule
     # scales them by lr_multiplier(global_step)
     base_lrs = [float(g["lr"]) for g in sm.optimizer.param_groups]
@@ -371,6 +376,7 @@ def run_worker(
     log: Callable[[str], None] = print,
     callbacks: Sequence[Any] = (),
     steps_per_epoch: int | None = None,
+    id_counts: Mapping[str, np.ndarray] | None = None,
 ) -> WorkerSummary:
     """Train until the validation slice stops improving or the epoch budget is spent.
 
@@ -381,7 +387,7 @@ def run_worker(
     """
     w = setup_worker(params, feature_spec, device=device, local_world_size=local_world_size,
                      steps_per_epoch=steps_per_epoch, log=log, progress=progress,
-                     progress_every_s=progress_every_s, callbacks=callbacks)
+                     progress_every_s=progress_every_s, callbacks=callbacks, id_counts=id_counts)
     state = _resume(w, resume_dir)
     summary = WorkerSummary(rank=w.rank, start_epoch=state.epochs_done, epochs_done=state.epochs_done,
                             global_step=state.global_step, plan_summary=w.sm.plan_summary)
@@ -470,7 +476,8 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
                   progress=_QueueProgress(queue) if queue is not None and ctx.get_world_rank() == 0 else None,
                   progress_every_s=float(config.get("progress_every_s", 5.0)),
                   local_world_size=ctx.get_local_world_size(), steps_per_epoch=config.get("steps_per_epoch"),
-                  log=lambda m: print(m, flush=True), callbacks=config.get("callbacks") or ())
+                  log=lambda m: print(m, flush=True), callbacks=config.get("callbacks") or (),
+                  id_counts=config.get("id_counts"))
     checkpoint = ray.train.get_checkpoint()
     if checkpoint is None:
         run_worker(params, feature_spec, **kwargs)

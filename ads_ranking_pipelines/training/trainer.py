@@ -128,6 +128,20 @@ def split_validation(ds, rows: int, fraction: float):
     return train, valid
 
 
+def count_ids(ds, feature_spec: FeatureSpec) -> dict[str, Any]:
+    """How often each table row's id occurs in ``ds`` (transformed rows), per sparse column."""
+    import numpy as np
+
+    sizes = feature_spec.table_sizes
+    counts = {f: np.zeros(n, dtype=np.int64) for f, n in sizes.items()}
+    if not counts:
+        return {}
+    for batch in ds.iter_batches(batch_size=65_536, batch_format="numpy"):
+        for j, f in enumerate(feature_spec.sparse_columns):
+            counts[f] += np.bincount(batch["sparse"][:, j], minlength=sizes[f])
+    return {f: c.astype(np.float32) for f, c in counts.items()}
+
+
 def _resources(params: TrainingParams) -> dict[str, float]:
     res: dict[str, float] = {"CPU": float(params.cpus_per_worker)}
     if params.uses_gpu:
@@ -278,6 +292,7 @@ def train(spec: TrainJobSpec, reporter: Reporter, *,
         # Ray Train splits the dataset evenly over the workers (streaming_split, equal=True)
         "steps_per_epoch": max(1, math.ceil((train_rows // params.num_workers) / params.batch_size)),
         "has_validation": valid_ds is not None,
+        "id_counts": count_ids(train_ds, feature_spec) if (params.min_id_count > 1 or params.count_features) else None,
         **(worker_config or {}),
     }
     datasets = {DATASET_NAME: train_ds, **({VALID_DATASET_NAME: valid_ds} if valid_ds is not None else {})}
