@@ -60,12 +60,13 @@ def feature_names(spec: FeatureSpec) -> list[str]:
 def train_and_evaluate_baseline(train_table: Any, eval_table: Any, source: SourceConfig,
                                 hash_buckets: int, seed: int = 0, *, nthread: int = 2,
                                 max_rounds: int = 300, early_stopping_rounds: int = 20,
-                                valid_fraction: float = 0.1) -> dict[str, float]:
+                                valid_fraction: float = 0.1, with_probs: bool = False):
     """Train XGBoost on ``train_table`` and evaluate on ``eval_table`` (tables or DataFrames).
 
     Returns :func:`metrics.evaluate` of the eval day prefixed ``baseline_`` (``auc``,
     ``logloss``, ``normalized_entropy``, ``calibration``, ``rows``, ``ctr``) plus
-    ``baseline_train_rows``, ``baseline_best_iteration`` and ``baseline_train_seconds``.
+    ``baseline_train_rows``, ``baseline_best_iteration`` and ``baseline_train_seconds``; with
+    ``with_probs`` a tuple ``(metrics, eval-day probabilities)``.
     """
     import xgboost as xgb
 
@@ -105,4 +106,4 @@ def train_and_evaluate_baseline(train_table: Any, eval_table: Any, source: Sourc
     out[f"{PREFIX}train_rows"] = float(n)
     out[f"{PREFIX}best_iteration"] = float(best)
     out[f"{PREFIX}train_seconds"] = float(seconds)
-    return out
+    return (out, probs) if with_probs else out

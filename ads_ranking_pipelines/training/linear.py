@@ -16,6 +16,7 @@ then refitted on the whole window and scored once on the held-out day.
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any, Sequence
 
 import numpy as np
@@ -23,7 +24,7 @@ import scipy.sparse as sp
 
 from ads_ranking_pipelines.training.metrics import evaluate, logloss
 
-C_GRID = (0.03, 0.1, 0.3, 1.0, 3.0)
+C_GRID = (0.03, 0.1, 0.3)
 
 
 def one_hot(columns: Sequence[np.ndarray], sizes: Sequence[int]) -> sp.csr_matrix:
@@ -60,36 +61,44 @@ def design(train_cats: Sequence[np.ndarray], eval_cats: Sequence[np.ndarray],
     return sp.hstack(parts_tr, format="csr"), sp.hstack(parts_ev, format="csr")
 
 
-def _fit(x: sp.csr_matrix, y: np.ndarray, c: float, max_iter: int = 300):
+def _fit(x: sp.csr_matrix, y: np.ndarray, c: float, init: Any = None, max_iter: int = 200):
     from sklearn.linear_model import LogisticRegression
 
-    model = LogisticRegression(C=c, solver="lbfgs", max_iter=max_iter, tol=1e-5)
-    return model.fit(x, y)
+    model = LogisticRegression(C=c, solver="lbfgs", max_iter=max_iter, tol=1e-4, warm_start=init is not None)
+    if init is not None:
+        model.coef_, model.intercept_ = init.coef_.copy(), init.intercept_.copy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # ConvergenceWarning: the iteration cap is deliberate
+        return model.fit(x, y)
 
 
 def fit_and_score(x_train: sp.csr_matrix, y_train: np.ndarray, x_eval: sp.csr_matrix, y_eval: np.ndarray,
-                  prefix: str, valid_fraction: float = 0.1, grid: Sequence[float] = C_GRID) -> dict[str, Any]:
-    """Pick C on the time-last slice of the window, refit on the window, score the eval rows."""
+                  prefix: str, valid_fraction: float = 0.1,
+                  grid: Sequence[float] = C_GRID) -> tuple[dict[str, float], np.ndarray]:
+    """Pick C on the time-last slice of the window, refit on the window, score the eval rows.
+
+    Returns (``<prefix>auc``, ``logloss``, ``normalized_entropy``, ``calibration``, ``l2_c``,
+    ``train_seconds``; the eval rows' probabilities).
+    """
     t0 = time.perf_counter()
     n = len(y_train)
     n_valid = max(1, int(round(n * valid_fraction)))
     fit, valid = slice(0, n - n_valid), slice(n - n_valid, n)
-    losses = {}
-    for c in grid:
-        m = _fit(x_train[fit], y_train[fit], c)
-        losses[c] = logloss(y_train[valid], m.predict_proba(x_train[valid])[:, 1])
+    losses, models, prev = {}, {}, None
+    for c in sorted(grid):                  # increasing C: each fit starts from the previous one
+        prev = models[c] = _fit(x_train[fit], y_train[fit], c, init=prev)
+        losses[c] = logloss(y_train[valid], prev.predict_proba(x_train[valid])[:, 1])
     best = min(losses, key=losses.get)
-    model = _fit(x_train, y_train, best)
+    model = _fit(x_train, y_train, best, init=models[best])
     probs = model.predict_proba(x_eval)[:, 1]
     out = {f"{prefix}{k}": float(v) for k, v in evaluate(y_eval, probs).items() if k not in ("rows", "ctr")}
     out[f"{prefix}l2_c"] = float(best)
     out[f"{prefix}train_seconds"] = round(time.perf_counter() - t0, 2)
-    out["_probs"] = probs
-    return out
+    return out, probs
 
 
 def logistic_regression_metrics(train: dict[str, np.ndarray], held: dict[str, np.ndarray],
-                                 prefix: str = "lr_") -> dict[str, Any]:
+                                 prefix: str = "lr_") -> tuple[dict[str, float], np.ndarray]:
     """The LR reference on ``features.transform`` outputs of the window and the held-out day."""
     k = train["sparse"].shape[1]
     x_tr, x_ev = design([train["sparse"][:, j] for j in range(k)], [held["sparse"][:, j] for j in range(k)],

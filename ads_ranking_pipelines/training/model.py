@@ -188,20 +188,24 @@ class IdCounts(nn.Module):
         self.count_features = bool(count_features)
         for f in self.features:
             self.register_buffer(f"counts_{f}", torch.zeros(int(table_sizes[f]), device=device))
+        # 1 once counts were set (set_id_counts): without counts no id is treated as rare
+        self.register_buffer("has_counts", torch.zeros((), device=device))
 
     def reset_parameters(self) -> None:
         """Also what DMP calls after materialising a meta-device model: no counts yet."""
         with torch.no_grad():
             for f in self.features:
                 getattr(self, f"counts_{f}").zero_()
+            self.has_counts.zero_()
 
     def forward(self, sparse: KeyedJaggedTensor) -> tuple[KeyedJaggedTensor, torch.Tensor | None]:
         by_key = sparse.to_dict()
         values, feats = [], []
+        floor = self.min_count * self.has_counts          # 0 (nothing is rare) until counts are set
         for f in self.features:
             ids = by_key[f].values()
             counts = getattr(self, f"counts_{f}")[ids]
-            values.append(torch.where(counts < self.min_count, torch.zeros_like(ids), ids)
+            values.append(torch.where(counts < floor, torch.zeros_like(ids), ids)
                           if self.min_count > 1 else ids)
             feats.append(torch.log1p(counts))
         remapped = KeyedJaggedTensor(keys=list(self.features), values=torch.cat(values),
@@ -337,6 +341,9 @@ def set_id_counts(model: nn.Module, counts: Mapping[str, Any]) -> int:
                                      f"table has {tuple(buf.shape)}")
                 buf.copy_(src.to(buf.device))
                 done += 1
+        for name, buf in model.named_buffers():
+            if name.endswith("id_counts.has_counts") and done:
+                buf.fill_(1.0)
     return done
 
 
