@@ -130,6 +130,28 @@ def run_config(params: TrainingParams, source: SourceConfig) -> dict[str, Any]:
     }
 
 
+QUALITY_MODELS = ("", "baseline_", "lr_", "specified_", "oracle_")
+
+
+def quality_summary(ev: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
+    """AUC / logloss of the version and each reference with their 95 % bootstrap intervals."""
+    out: dict[str, Any] = {}
+    for name in QUALITY_MODELS:
+        for metric in ("auc", "logloss"):
+            for suffix in ("", "_ci_low", "_ci_high"):
+                key = f"{name}{metric}{suffix}"
+                if key in ev and key not in ("auc", "logloss"):
+                    out[key] = ev[key]
+    for key in ("auc_diff_vs_baseline", "auc_diff_vs_baseline_ci_low", "auc_diff_vs_baseline_ci_high",
+                "calibration", "rows"):
+        if key in ev:
+            out[key] = ev[key]
+    for key in ("epochs", "best_epoch", "rows", "train_rows"):
+        if key in model:
+            out[f"train_{key}" if not key.startswith("train_") else key] = model[key]
+    return out
+
+
 def run_pipeline(day: dt.date, params: TrainingParams, source: SourceConfig,
                  environ: dict[str, str]) -> dict[str, Any]:
     """Execute the job in this process, recorded in the Dagster instance; returns the summary."""
@@ -162,6 +184,7 @@ def run_pipeline(day: dt.date, params: TrainingParams, source: SourceConfig,
             "oracle_auc": ev.get("oracle_auc") if source.kind == "synthetic" else None,
             "scores_uri": scores.get("scores_uri"),
         })
+        summary.update(quality_summary(ev, model))
         if not result.success:
             summary["error"] = _first_failure(result)
             typer.echo(f"error: {summary['error']}", err=True)

@@ -91,7 +91,8 @@ def trained_model(context: dg.AssetExecutionContext, config: TrainingConfig, sto
         "ray_job_id": outcome.job_id, "train_window": f"{train_days[0]}..{train_days[-1]}",
         "num_workers": params.num_workers, "gpu_pool": params.gpu_pool,
         **_numeric({k: result.get(k) for k in ("final_loss", "samples_per_s", "rows", "epochs",
-                                                "wall_seconds", "worker_restarts", "resumed_from_epoch")}),
+                                                "wall_seconds", "worker_restarts", "resumed_from_epoch",
+                                                "best_epoch", "train_rows", "valid_logloss", "valid_auc")}),
         "sharding_plan": dg.MetadataValue.json(result.get("sharding_plan") or {}),
     })
 
