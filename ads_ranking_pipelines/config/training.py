@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MODEL_NAME_PATTERN = r"^[a-z0-9]([a-z0-9_-]{0,61}[a-z0-9])?$"
@@ -36,7 +38,10 @@ class TrainingParams(BaseModel):
         description="Stop after this many epochs in a row without a better validation logloss "
                     "(0: train the whole budget). The best epoch's checkpoint is the model version.")
     early_stopping_min_delta: float = Field(
-        1e-4, ge=0.0, le=1.0, description="Smallest drop of validation logloss that counts as better.")
+        1e-4, ge=0.0, le=1.0, description="Smallest improvement of the validation score that counts as better.")
+    early_stopping_metric: Literal["auc_logloss", "logloss", "auc"] = Field(
+        "auc_logloss", description="Validation score that picks the epoch and stops training: logloss, "
+                                   "AUC, or AUC - logloss (FuxiCTR's default monitor: ranking and calibration).")
     batch_size: int = Field(1024, ge=16, le=262144, description="Per-worker batch size.")
     learning_rate: float = Field(0.01, gt=0, le=1.0,
                                  description="Adam learning rate of the dense (MLP) parameters.")

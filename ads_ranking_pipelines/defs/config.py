@@ -37,6 +37,7 @@ class TrainingConfig(dg.Config):
     validation_fraction: float = _f("validation_fraction")
     early_stopping_patience: int = _f("early_stopping_patience")
     early_stopping_min_delta: float = _f("early_stopping_min_delta")
+    early_stopping_metric: str = _f("early_stopping_metric")
     batch_size: int = _f("batch_size")
     learning_rate: float = _f("learning_rate")
     embedding_learning_rate: float | None = _f("embedding_learning_rate")

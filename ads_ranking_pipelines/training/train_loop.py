@@ -14,7 +14,8 @@ an initialised ``torch.distributed`` process group, so it can be tested with pla
 
 Training length follows the data: after every epoch the model is scored on the validation
 slice (the last part of the window in time, never trained on); training stops when
-``params.early_stopping_patience`` epochs in a row did not improve the validation logloss by
+``params.early_stopping_patience`` epochs in a row did not improve the validation score
+(``params.early_stopping_metric``: AUC - logloss by default) by
 ``params.early_stopping_min_delta``, or at the ``params.epochs`` budget. Every epoch's
 checkpoint records the validation figures; the driver exports the best epoch's checkpoint.
 
@@ -66,7 +67,7 @@ from ads_ranking_pipelines.training.sharding import ShardedModel, shard_model
 TRAIN_STATE_FILE = "train_state.json"
 DATASET_NAME = "train"
 VALID_DATASET_NAME = "valid"
-SELECTION_METRIC = "selection_loss"      # validation logloss (training loss without validation)
+SELECTION_METRIC = "selection_loss"      # params.early_stopping_metric as a loss (see selection_loss)
 
 # (metrics, local checkpoint dir) -> None; called on every rank, once per epoch.
 ReportFn = Callable[[dict[str, Any], str], None]
@@ -279,7 +280,7 @@ def validate(w: Worker, batches: Iterable[Mapping[str, np.ndarray]]) -> dict[str
 
 def end_epoch(w: Worker, state: LoopState, metrics: dict[str, Any], report: ReportFn) -> None:
     """Early-stopping bookkeeping, then the epoch's checkpoint (collective) and report."""
-    score = float(metrics.get("valid_logloss", metrics["loss"]))
+    score = selection_loss(metrics, w.params.early_stopping_metric)
     state.epochs_done = int(metrics["epoch"])
     improved = score < state.best_loss - w.params.early_stopping_min_delta
     if improved:
@@ -304,6 +305,17 @@ def end_epoch(w: Worker, state: LoopState, metrics: dict[str, Any], report: Repo
         metrics["checkpoint_bytes_rank"] = _dir_bytes(ckpt_dir)
         report(metrics, ckpt_dir)
     metrics["checkpoint_s"] = round(time.perf_counter() - c0, 3)
+
+
+def selection_loss(metrics: Mapping[str, Any], metric: str) -> float:
+    """What early stopping minimizes: the validation ``metric`` as a loss (training loss without
+    a validation slice)."""
+    if "valid_logloss" not in metrics:
+        return float(metrics["loss"])
+    ll, auc_ = float(metrics["valid_logloss"]), metrics.get("valid_auc")
+    if metric == "logloss" or auc_ is None:
+        return ll
+    return -float(auc_) if metric == "auc" else ll - float(auc_)
 
 
 def _log_epoch(w: Worker, metrics: dict[str, Any]) -> None:
