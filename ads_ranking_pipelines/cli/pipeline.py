@@ -146,9 +146,10 @@ def quality_summary(ev: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]
                 "calibration", "rows"):
         if key in ev:
             out[key] = ev[key]
-    for key in ("epochs", "best_epoch", "rows", "train_rows"):
+    for key, name in (("epochs", "train_epochs"), ("best_epoch", "train_best_epoch"),
+                      ("rows", "window_rows"), ("train_rows", "train_rows")):
         if key in model:
-            out[f"train_{key}" if not key.startswith("train_") else key] = model[key]
+            out[name] = model[key]
     return out
 
 
