@@ -37,6 +37,10 @@ class TrainingParams(BaseModel):
         2, ge=0, le=100,
         description="Stop after this many epochs in a row without a better validation logloss "
                     "(0: train the whole budget). The best epoch's checkpoint is the model version.")
+    early_stopping_min_steps: int = Field(
+        32, ge=0, le=1_000_000,
+        description="Patience is at least this many optimizer steps: on small windows (a few steps per "
+                    "epoch) training waits more epochs before it stops.")
     early_stopping_min_delta: float = Field(
         1e-4, ge=0.0, le=1.0, description="Smallest improvement of the validation score that counts as better.")
     early_stopping_metric: Literal["auc_logloss", "logloss", "auc"] = Field(

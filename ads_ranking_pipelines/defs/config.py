@@ -36,6 +36,7 @@ class TrainingConfig(dg.Config):
     epochs: int = _f("epochs")
     validation_fraction: float = _f("validation_fraction")
     early_stopping_patience: int = _f("early_stopping_patience")
+    early_stopping_min_steps: int = _f("early_stopping_min_steps")
     early_stopping_min_delta: float = _f("early_stopping_min_delta")
     early_stopping_metric: str = _f("early_stopping_metric")
     batch_size: int = _f("batch_size")

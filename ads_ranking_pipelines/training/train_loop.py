@@ -287,7 +287,7 @@ def end_epoch(w: Worker, state: LoopState, metrics: dict[str, Any], report: Repo
         state.best_loss, state.best_epoch, state.epochs_since_best = score, state.epochs_done, 0
     else:
         state.epochs_since_best += 1
-    patience = w.params.early_stopping_patience
+    patience = effective_patience(w.params, int(metrics["steps"]))
     state.stopped_early = bool(patience and state.epochs_since_best >= patience
                                and state.epochs_done < w.params.epochs)
     metrics.update({SELECTION_METRIC: score, "best_epoch": state.best_epoch,
@@ -305,6 +305,14 @@ def end_epoch(w: Worker, state: LoopState, metrics: dict[str, Any], report: Repo
         metrics["checkpoint_bytes_rank"] = _dir_bytes(ckpt_dir)
         report(metrics, ckpt_dir)
     metrics["checkpoint_s"] = round(time.perf_counter() - c0, 3)
+
+
+def effective_patience(params: TrainingParams, steps_per_epoch: int) -> int:
+    """``early_stopping_patience`` epochs, but at least ``early_stopping_min_steps`` steps (0: off)."""
+    if not params.early_stopping_patience:
+        return 0
+    return max(params.early_stopping_patience,
+               math.ceil(params.early_stopping_min_steps / max(1, steps_per_epoch)))
 
 
 def selection_loss(metrics: Mapping[str, Any], metric: str) -> float:
