@@ -143,7 +143,7 @@ def count_ids(ds, feature_spec: FeatureSpec) -> dict[str, Any]:
 
 
 def _resources(params: TrainingParams) -> dict[str, float]:
-    res: dict[str, float] = {"CPU": float(params.cpus_per_worker)}
+    res: dict[str, float] = {"CPU": params.worker_cpus}
     if params.uses_gpu:
         res["GPU"] = float(params.gpus_per_worker)
     return res

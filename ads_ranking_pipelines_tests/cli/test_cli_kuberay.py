@@ -3,7 +3,7 @@ reached through a kubeconfig context (the way a laptop reaches a real cluster)."
 
 from __future__ import annotations
 
-from ads_ranking_pipelines.kuberay.client import RAYCLUSTERS, RAYJOBS
+from ads_ranking_pipelines.backends.kuberay.client import RAYCLUSTERS, RAYJOBS
 from ads_ranking_pipelines_tests.cli.helpers import cli_env, ok, ok_json, run_cli
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 - fixture
     FakeKubeApiServer,
