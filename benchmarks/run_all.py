@@ -18,6 +18,10 @@ and the raw figures beside it; a benchmark that fails or times out gives ``"rati
     P2  benchmarks/p2_worker_scaling.py      Ray Train 2 workers vs 1 worker
     P3  benchmarks/p3_inference_vs_bare.py   batch inference rows/s vs bare torch
     P4  benchmarks/p4_pipeline_overhead.py   a daily run: overhead / total wall time
+    Q1  benchmarks/q1_quality.py             quality table: network vs XGBoost, logistic
+                                             regression (and the correctly specified model)
+                                             per dataset, AUC/logloss with 95% intervals,
+                                             from `ads-ranking pipeline run --source ...`
 
 Each benchmark runs as ``python -m benchmarks.<module>`` (``sys.executable``) in a new process
 session with its own temp dir under /tmp (Ray's temp dir, HOME, TMPDIR, ADS_RANKING_HOME and
@@ -52,12 +56,13 @@ REPO = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
 # name -> (module, timeout seconds). Typical times on a quiet 2-core machine: P1 ~2 min,
-# P2 ~2.5 min, P3 ~1 min, P4 ~3.5 min; the timeouts leave room for a loaded one.
+# P2 ~2.5 min, P3 ~1 min, P4 ~3.5 min, Q1 ~10 min; the timeouts leave room for a loaded one.
 BENCHES: dict[str, tuple[str, int]] = {
     "P1": ("p1_train_vs_bare", 420),
     "P2": ("p2_worker_scaling", 480),
     "P3": ("p3_inference_vs_bare", 300),
     "P4": ("p4_pipeline_overhead", 720),
+    "Q1": ("q1_quality", 1800),
 }
 TERM_GRACE_S = 40
 
@@ -180,8 +185,8 @@ includes is in the docstring of its module (`benchmarks/p*.py`). Benchmarks are 
 figure here is asserted anywhere. The summary table is rebuilt from the run sections below on
 every `--record`.
 
-| run (UTC) | machine | P1 train ours/bare | P2 train 2w/1w | P3 infer ours/bare | P4 overhead/total | note |
-|---|---|---|---|---|---|---|
+| run (UTC) | machine | P1 train ours/bare | P2 train 2w/1w | P3 infer ours/bare | P4 overhead/total | Q1 min AUC lift vs XGBoost | note |
+|---|---|---|---|---|---|---|---|
 """
 RUN_RE = re.compile(r"^## Run (?P<date>.+?)\n(?P<body>.*?)(?=^## Run |\Z)", re.S | re.M)
 META_RE = re.compile(r"<!-- run-meta (?P<json>\{.*?\}) -->")
@@ -203,6 +208,8 @@ def _fmt_ratio(rec: dict[str, Any] | None) -> str:
         extra = f" ({_k(rec.get('ours_rows_per_s'))} vs {_k(rec.get('bare_rows_per_s'))} rows/s)"
     elif rec.get("bench") == "P4":
         extra = f" ({rec.get('overhead_s')} of {rec.get('total_s')} s)"
+    elif rec.get("bench") == "Q1":
+        return f"{r:+.4f} AUC ({', '.join(rec.get('results', {}))})"
     return f"{r:.3g}{extra}"
 
 
@@ -251,6 +258,18 @@ def interpret(records: dict[str, dict[str, Any]]) -> list[str]:
                    f"{b.get('cluster_start_s')} s (alone: provision {alone.get('provision_s')} s, teardown "
                    f"{alone.get('teardown_s')} s), teardown in the run {b.get('teardown_s')} s, and per Ray job the "
                    "submit, job-driver start (interpreter, imports, ray.init) and exit/poll/drain; see breakdown.steps.")
+    q1 = records.get("Q1")
+    if q1 and q1.get("ratio") is not None:
+        for name, r in q1.get("results", {}).items():
+            lo, hi = r.get("auc_diff_vs_baseline_ci_low"), r.get("auc_diff_vs_baseline_ci_high")
+            verdict = ("beats XGBoost beyond the noise" if lo is not None and lo > 0 else
+                       "is below XGBoost beyond the noise" if hi is not None and hi < 0 else
+                       "is level with XGBoost within the noise")
+            out.append(f"Q1 {name}: network AUC {r['auc']:.4f} vs XGBoost {r['baseline_auc']:.4f}, lift "
+                       f"{r['auc'] - r['baseline_auc']:+.4f} (paired 95% interval [{lo:+.4f}, {hi:+.4f}]): the network "
+                       f"{verdict} on {int(r.get('rows') or 0)} held-out rows"
+                       + (f"; correctly specified model {r['specified_auc']:.4f}, oracle {r['oracle_auc']:.4f}"
+                          if r.get("specified_auc") is not None else "") + ".")
     failed = [n for n, r in records.items() if r.get("ratio") is None]
     if failed:
         out.append("Failed: " + "; ".join(f"{n}: {_one_line(records[n].get('error'))}" for n in failed) + ".")
@@ -293,6 +312,10 @@ def record_results(records: dict[str, dict[str, Any]], note: str, fast: bool) ->
         lines.append(f"- note: {note}")
     if fast:
         lines.append("- BENCH_FAST=1: tiny data, smoke run only; not comparable")
+    q1 = records.get("Q1")
+    if q1 and q1.get("table"):
+        lines += ["", "Quality (Q1; held-out day, 95% bootstrap intervals; commands in the JSON line):", "",
+                  *q1["table"]]
     lines += ["", "```jsonl", *(json.dumps(records[n]) for n in records), "```", "", "Interpretation:", ""]
     lines += [f"- {s}" for s in interpret(records)]
     section = "\n".join(lines) + "\n\n"
@@ -312,7 +335,7 @@ def record_results(records: dict[str, dict[str, Any]], note: str, fast: bool) ->
             load = mm.get("max_load_1min", "?")
             rows.append(f"| {mm.get('date')} | {mach.get('nproc')} CPU, {mach.get('ram_gib')} GiB, "
                         f"max 1-min load {load} | "
-                        + " | ".join(s.get(n, "-") for n in ("P1", "P2", "P3", "P4"))
+                        + " | ".join(s.get(n, "-") for n in ("P1", "P2", "P3", "P4", "Q1"))
                         + f" | {_short(mm.get('note') or '') + (' (fast)' if mm.get('fast') else '')} |")
     RESULTS.write_text(HEADER + "\n".join(rows) + "\n\n" + "".join(sections).rstrip() + "\n")
     _say(f"recorded in {RESULTS}")

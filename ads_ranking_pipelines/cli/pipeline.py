@@ -21,7 +21,9 @@ from ads_ranking_pipelines.config.training import TrainingParams
 app = typer.Typer(no_args_is_help=True, help="Run the daily retraining pipeline.")
 
 
-def _source(path: Optional[Path]) -> SourceConfig:
+def load_source(path: Optional[Path]) -> SourceConfig:
+    """The source YAML at ``path`` (default: synthetic); relative local file paths in ``uri`` and
+    ``events_uri`` are taken relative to the YAML's folder. Exits 2 on bad input."""
     if path is None:
         return SourceConfig()
     try:
@@ -33,11 +35,23 @@ def _source(path: Optional[Path]) -> SourceConfig:
     if not isinstance(raw, dict):
         fail(f"--source {path}: expected a mapping with kind, uri, label_column, dense_columns, "
              "sparse_columns", EXIT_INVALID)
-    raw = raw.get("source", raw)
+    raw = _resolve_paths(dict(raw.get("source", raw)), path.parent)
     try:
         return SourceConfig.model_validate(raw)
     except ValidationError as exc:
         fail(format_validation_error(exc, SourceConfig, prefix="source."), EXIT_INVALID)
+
+
+def _resolve_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
+    def fix(value: str) -> str:
+        parts = [p.strip() for p in str(value).split(",")]
+        return ",".join(p if ("://" in p or os.path.isabs(p) or not p) else str((base / p).resolve())
+                        for p in parts)
+
+    for key in ("uri", "events_uri"):
+        if isinstance(raw.get(key), str):
+            raw[key] = fix(raw[key])
+    return raw
 
 
 def _params(overrides: dict[str, Any]) -> TrainingParams:
@@ -83,7 +97,7 @@ def run(
         fail(f"invalid --date={day}: no such partition; valid: {keys[0]} .. {keys[-1]}", EXIT_INVALID)
     params = _params({"dataset_window_days": window_days, "num_workers": workers, "epochs": epochs,
                       "batch_size": batch_size, "gpu_pool": gpu_pool, "model_name": model_name})
-    src = _source(source)
+    src = load_source(source)
     if rows_per_day is not None:
         try:
             src = src.model_copy(update={"synthetic": src.synthetic.model_validate(
@@ -118,6 +132,29 @@ def run_config(params: TrainingParams, source: SourceConfig) -> dict[str, Any]:
     }
 
 
+QUALITY_MODELS = ("", "baseline_", "lr_", "specified_", "oracle_")
+
+
+def quality_summary(ev: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
+    """AUC / logloss of the version and each reference with their 95 % bootstrap intervals."""
+    out: dict[str, Any] = {}
+    for name in QUALITY_MODELS:
+        for metric in ("auc", "logloss"):
+            for suffix in ("", "_ci_low", "_ci_high"):
+                key = f"{name}{metric}{suffix}"
+                if key in ev and key not in ("auc", "logloss"):
+                    out[key] = ev[key]
+    for key in ("auc_diff_vs_baseline", "auc_diff_vs_baseline_ci_low", "auc_diff_vs_baseline_ci_high",
+                "calibration", "rows"):
+        if key in ev:
+            out[key] = ev[key]
+    for key, name in (("epochs", "train_epochs"), ("best_epoch", "train_best_epoch"),
+                      ("rows", "window_rows"), ("train_rows", "train_rows")):
+        if key in model:
+            out[name] = model[key]
+    return out
+
+
 def run_pipeline(day: dt.date, params: TrainingParams, source: SourceConfig,
                  environ: dict[str, str]) -> dict[str, Any]:
     """Execute the job in this process, recorded in the Dagster instance; returns the summary."""
@@ -150,6 +187,7 @@ def run_pipeline(day: dt.date, params: TrainingParams, source: SourceConfig,
             "oracle_auc": ev.get("oracle_auc") if source.kind == "synthetic" else None,
             "scores_uri": scores.get("scores_uri"),
         })
+        summary.update(quality_summary(ev, model))
         if not result.success:
             summary["error"] = _first_failure(result)
             typer.echo(f"error: {summary['error']}", err=True)

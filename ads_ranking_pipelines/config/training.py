@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ads_ranking_pipelines.config.cluster import CPU_POOL_WORKER_CPUS
@@ -30,7 +32,26 @@ class TrainingParams(BaseModel):
         description="CPUs per training worker (its pod, its Ray Train reservation and torch "
                     "threads). Unset: on a GPU pool a share of the node per GPU (node CPUs less "
                     "headroom / GPUs per node x gpus_per_worker), on a CPU pool 1.")
-    epochs: int = Field(2, ge=1, le=100)
+    epochs: int = Field(20, ge=1, le=100,
+                        description="Budget: the most epochs. Training stops earlier once the validation "
+                                    "slice stops improving (early_stopping_patience).")
+    validation_fraction: float = Field(
+        0.1, ge=0.0, le=0.5,
+        description="Last part (in time) of the window held out to pick the epoch to keep and to stop "
+                    "training; 0: no validation (train the whole budget, keep the last epoch).")
+    early_stopping_patience: int = Field(
+        2, ge=0, le=100,
+        description="Stop after this many epochs in a row without a better validation score "
+                    "(0: train the whole budget). The best epoch's checkpoint is the model version.")
+    early_stopping_min_steps: int = Field(
+        32, ge=0, le=1_000_000,
+        description="Patience is at least this many optimizer steps: on small windows (a few steps per "
+                    "epoch) training waits more epochs before it stops.")
+    early_stopping_min_delta: float = Field(
+        1e-4, ge=0.0, le=1.0, description="Smallest improvement of the validation score that counts as better.")
+    early_stopping_metric: Literal["auc_logloss", "logloss", "auc"] = Field(
+        "auc_logloss", description="Validation score that picks the epoch and stops training: logloss, "
+                                   "AUC, or AUC - logloss (FuxiCTR's default monitor: ranking and calibration).")
     batch_size: int = Field(1024, ge=16, le=262144, description="Per-worker batch size.")
     learning_rate: float = Field(0.01, gt=0, le=1.0,
                                  description="Adam learning rate of the dense (MLP) parameters.")
@@ -44,6 +65,8 @@ class TrainingParams(BaseModel):
                     "seen a few times memorize their labels; larger, rare rows move like SGD with "
                     "lr / eps while frequent rows still get Adagrad. A row's gradient scales as "
                     "1 / batch_size: the default suits batch_size ~1024, scale it with 1 / batch_size.")
+    dense_weight_decay: float = Field(
+        0.0, ge=0.0, le=1.0, description="Decoupled weight decay (AdamW) of the dense (MLP) parameters.")
     final_lr_fraction: float = Field(
         0.1, ge=0.0, le=1.0,
         description="Both learning rates decay linearly over the run to this fraction of their "
@@ -54,6 +77,17 @@ class TrainingParams(BaseModel):
                               description="Upper bound on rows of each embedding table.")
     dense_arch: tuple[int, ...] = Field((64, 32), min_length=1, description="Bottom MLP widths.")
     over_arch: tuple[int, ...] = Field((64, 32), min_length=1, description="Top MLP widths (a 1-unit head is appended).")
+    concat_embeddings: bool = Field(
+        True, description="Feed the embeddings themselves to the top MLP beside their pairwise dot products.")
+    wide: bool = Field(
+        True, description="Add a linear (wide) part over the dense inputs and embeddings to the logit.")
+    min_id_count: int = Field(
+        2, ge=1, le=1_000_000,
+        description="Ids seen fewer times in the training window share one 'rare id' row of their "
+                    "table (1: off). Rare ids cannot memorize their labels, and ids new on the "
+                    "evaluated day get a trained row.")
+    count_features: bool = Field(
+        True, description="Add log(1 + training-window count) of every sparse id as a dense input.")
     dense_normalization: bool = Field(
         True, description="Standardize the dense inputs (batch statistics in training, their "
                           "running average in the saved model) before the bottom MLP.")

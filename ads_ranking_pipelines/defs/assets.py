@@ -17,7 +17,7 @@ from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.defs.config import EvaluationConfig, TrainingConfig
 from ads_ranking_pipelines.defs.partitions import daily_partitions, partition_day, window_days
 from ads_ranking_pipelines.defs.pipes import run_ray_job
-from ads_ranking_pipelines.defs.preflight import check_events, check_training_window
+from ads_ranking_pipelines.defs.preflight import check_events, check_training_window, resolve_events
 from ads_ranking_pipelines.defs.ray_resources import RayClusterResource
 from ads_ranking_pipelines.defs.resources import EventSourceResource, StorageResource
 from ads_ranking_pipelines.ray_jobs.common import SPEC_ENV
@@ -57,7 +57,7 @@ def _session(context: dg.AssetExecutionContext, ray_cluster: RayClusterResource,
 def impressions(context: dg.AssetExecutionContext, storage: StorageResource,
                 event_source: EventSourceResource) -> dg.MaterializeResult:
     day = partition_day(context)
-    source = event_source.source_config(storage.home)
+    source = resolve_events(event_source.source_config(storage.home), context.log)
     meta = check_events(source, [day], context.log)
     return dg.MaterializeResult(metadata={"uri": fs.join(source.uri, f"event_date={day}"), **meta})
 
@@ -70,7 +70,7 @@ def trained_model(context: dg.AssetExecutionContext, config: TrainingConfig, sto
     params = config.to_params()
     request = ray_cluster.cluster_request(params, context.run.run_id)          # bad pool/size: fails here
     params = params.with_cluster_cpus(request.cpus_per_worker)               # unset: the pool's share
-    source = event_source.source_config(storage.home)
+    source = resolve_events(event_source.source_config(storage.home), context.log)
     train_days = window_days(day, params.dataset_window_days)
     check_training_window(source, train_days, day, context.log)            # missing days/columns/labels
     layout = storage.layout()
@@ -93,7 +93,8 @@ def trained_model(context: dg.AssetExecutionContext, config: TrainingConfig, sto
         "ray_job_id": outcome.job_id, "train_window": f"{train_days[0]}..{train_days[-1]}",
         "num_workers": params.num_workers, "gpu_pool": params.gpu_pool,
         **_numeric({k: result.get(k) for k in ("final_loss", "samples_per_s", "rows", "epochs",
-                                                "wall_seconds", "worker_restarts", "resumed_from_epoch")}),
+                                                "wall_seconds", "worker_restarts", "resumed_from_epoch",
+                                                "best_epoch", "train_rows", "valid_logloss", "valid_auc")}),
         "sharding_plan": dg.MetadataValue.json(result.get("sharding_plan") or {}),
     })
 
@@ -113,7 +114,7 @@ def model_evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig
                      ray_cluster: RayClusterResource):
     day = partition_day(context)
     params = TrainingParams.model_validate(trained_model["params"])
-    source = event_source.source_config(storage.home)
+    source = resolve_events(event_source.source_config(storage.home), context.log)
     check_events(source, [day], context.log)
     registry = ModelRegistry(storage.layout(), params.model_name)
     champion = registry.champion()
@@ -169,7 +170,7 @@ def batch_scores(context: dg.AssetExecutionContext, trained_model: dict, storage
                  event_source: EventSourceResource, ray_cluster: RayClusterResource) -> dg.MaterializeResult:
     day = partition_day(context)
     params = TrainingParams.model_validate(trained_model["params"])
-    source = event_source.source_config(storage.home)
+    source = resolve_events(event_source.source_config(storage.home), context.log)
     check_events(source, [day], context.log)
     out_uri = storage.layout().scores(params.model_name, day, trained_model["model_version"])
     id_columns = ("impression_id",) if source.kind == "synthetic" else ()

@@ -18,6 +18,22 @@ from ads_ranking_pipelines.events.layout import (
 )
 
 
+def resolve_events(source: SourceConfig, log: Any) -> SourceConfig:
+    """The event-parquet view of ``source``; a file kind is imported on first use."""
+    if not source.is_file_kind:
+        return source
+    from ads_ranking_pipelines.events.file_import import import_source
+
+    try:
+        report = import_source(source, log=log.info)
+    except EventLayoutError as exc:
+        raise dg.Failure(description=str(exc), allow_retries=False) from None
+    if report.skipped:
+        log.info(f"{source.kind} source already imported under {report.events_uri} "
+                 f"({report.rows_written} rows, days {report.days[0]}..{report.days[-1]})")
+    return source.events_source()
+
+
 def _ready(source: SourceConfig, days: list[dt.date], log: Any) -> None:
     if source.kind == "synthetic":
         written = ensure_synthetic_days(source, days)

@@ -33,8 +33,9 @@ class StorageResource(dg.ConfigurableResource):
 class EventSourceResource(dg.ConfigurableResource):
     """Where impression events live and which columns are label / dense / sparse."""
 
-    kind: Literal["synthetic", "parquet"] = "synthetic"
-    uri: Optional[str] = Field(None, description="Root holding event_date=YYYY-MM-DD/ folders.")
+    kind: Literal["synthetic", "parquet", "criteo_tsv", "avazu_csv"] = "synthetic"
+    uri: Optional[str] = Field(None, description="parquet: root holding event_date=YYYY-MM-DD/ folders; "
+                               "criteo_tsv/avazu_csv: the file(s), comma separated.")
     label_column: str = SYNTHETIC_LABEL
     dense_columns: list[str] = Field(default_factory=lambda: list(SYNTHETIC_DENSE))
     sparse_columns: list[str] = Field(default_factory=lambda: list(SYNTHETIC_SPARSE))
@@ -42,6 +43,13 @@ class EventSourceResource(dg.ConfigurableResource):
     synthetic_seed: int = _SYN.seed
     synthetic_num_users: int = _SYN.num_users
     synthetic_num_ads: int = _SYN.num_ads
+    completeness: Literal["success_marker", "none"] = "success_marker"
+    start_date: Optional[str] = Field(None, description="criteo_tsv/avazu_csv: day of the first rows.")
+    rows_per_day: Optional[int] = Field(None, description="criteo_tsv/avazu_csv: rows per day, in file order.")
+    events_uri: Optional[str] = Field(None, description="criteo_tsv/avazu_csv: where imported days go.")
+    max_bad_rows: int = 0
+    features: dict[str, dict[str, int]] = Field(default_factory=dict,
+                                                description="Per sparse column: hash_buckets, embedding_dim.")
 
     @classmethod
     def from_source(cls, source: SourceConfig) -> dict[str, Any]:
@@ -53,6 +61,7 @@ class EventSourceResource(dg.ConfigurableResource):
             "synthetic_seed": source.synthetic.seed,
             "synthetic_num_users": source.synthetic.num_users,
             "synthetic_num_ads": source.synthetic.num_ads,
+            **_file_source_fields(source),
         }
 
     def source_config(self, home: str) -> SourceConfig:
@@ -62,8 +71,20 @@ class EventSourceResource(dg.ConfigurableResource):
                 dense_columns=tuple(self.dense_columns), sparse_columns=tuple(self.sparse_columns),
                 synthetic=SyntheticSpec(rows_per_day=self.synthetic_rows_per_day, seed=self.synthetic_seed,
                                         num_users=self.synthetic_num_users, num_ads=self.synthetic_num_ads),
+                completeness=self.completeness, start_date=self.start_date, rows_per_day=self.rows_per_day,
+                events_uri=self.events_uri, max_bad_rows=self.max_bad_rows, features=self.features,
             )
         except ValidationError as exc:
             raise dg.Failure(description=format_validation_error(exc, SourceConfig, prefix="source."),
                              allow_retries=False) from None
         return source.with_root(StorageLayout(home).root)
+
+
+def _file_source_fields(source: SourceConfig) -> dict[str, Any]:
+    return {
+        "completeness": source.completeness,
+        "start_date": source.start_date.isoformat() if source.start_date else None,
+        "rows_per_day": source.rows_per_day, "events_uri": source.events_uri,
+        "max_bad_rows": source.max_bad_rows,
+        "features": {k: v.model_dump(exclude_none=True) for k, v in source.features.items()},
+    }

@@ -1,4 +1,8 @@
-"""Turn the public CTR samples (Criteo, Avazu) into the event-parquet layout.
+"""Helpers for tests and benchmarks: the public CTR samples (Criteo, Avazu), read whole.
+
+Users name these files as a source instead (``kind: criteo_tsv`` / ``avazu_csv``, imported in a
+streaming pass with checks by ``events.file_import``); these helpers read a small sample in one
+go and lay it out for tests that need real rows.
 
 The samples keep their own column names; rows are in time order and are split into
 ``num_days`` consecutive days starting at ``start_day``. Each importer returns the

@@ -1,8 +1,12 @@
 """Event-parquet layout: ``<root>/event_date=YYYY-MM-DD/part-*.parquet`` plus a ``_SUCCESS`` marker.
 
-The one completeness rule, for every root (local, file://, s3://, gs://):
+The default completeness rule, for every root (local, file://, s3://, gs://):
 
     **a day exists if and only if its folder holds ``_SUCCESS``.**
+
+Sources whose writers produce no marker set ``completeness: none``: then a day exists when its
+folder holds at least one ``part-*.parquet`` file (the writer must make the parts appear
+atomically, e.g. write-then-rename or object-store PUTs, and only after the day is final).
 
 :func:`write_day` removes the marker first, writes the part (on a local disk under a hidden
 temporary name in the same folder, then renamed, so even a reader that ignores the marker
@@ -146,10 +150,70 @@ def write_day(table: pa.Table | pd.DataFrame, events_root: str, day: dt.date,
     return join(folder, PART_NAME)
 
 
+class DayWriter:
+    """Stream record batches into one day: ``<root>/event_date=<day>/part-00000.parquet``.
+
+    Same protocol as :func:`write_day` (marker removed first, the part written under a hidden
+    name and renamed on a local disk, the marker written last by :meth:`commit`), but the rows
+    arrive in pieces, so memory stays at one batch however large the day is. A writer closed
+    without :meth:`commit` (an exception) leaves no part and no marker: the day stays invisible.
+    """
+
+    def __init__(self, events_root: str, day: dt.date, schema: pa.Schema) -> None:
+        folder = day_uri(normalize(events_root), day)
+        self.fs, self.folder_path = filesystem(folder)
+        self.fs.create_dir(self.folder_path, recursive=True)
+        self.marker_path = f"{self.folder_path}/{SUCCESS_MARKER}"
+        if self.fs.get_file_info(self.marker_path).type != pafs.FileType.NotFound:
+            self.fs.delete_file(self.marker_path)
+        for info in self.fs.get_file_info(pafs.FileSelector(self.folder_path, recursive=False)):
+            if info.type == pafs.FileType.File and _is_part(info.base_name):
+                self.fs.delete_file(info.path)
+        self.final_path = f"{self.folder_path}/{PART_NAME}"
+        local = isinstance(self.fs, pafs.LocalFileSystem)
+        self.tmp_path = (f"{self.folder_path}/.{PART_NAME}.tmp-{uuid.uuid4().hex}" if local
+                         else self.final_path)
+        self._out = self.fs.open_output_stream(self.tmp_path)
+        self._writer = pq.ParquetWriter(self._out, schema)
+        self.rows = 0
+        self.day = day
+
+    def write(self, batch: pa.RecordBatch | pa.Table) -> None:
+        self._writer.write(batch)
+        self.rows += batch.num_rows
+
+    def commit(self, marker: dict | None = None) -> None:
+        self._writer.close()
+        self._out.close()
+        if self.tmp_path != self.final_path:
+            self.fs.move(self.tmp_path, self.final_path)
+        info = {"rows": self.rows, "files": [PART_NAME], **(marker or {})}
+        with self.fs.open_output_stream(self.marker_path) as out:
+            out.write(json.dumps(info, sort_keys=True, default=str).encode())
+
+    def abort(self) -> None:
+        """Drop what was written; the day is left without part or marker."""
+        for close in (self._writer.close, self._out.close):
+            try:
+                close()
+            except Exception:
+                pass
+        if self.fs.get_file_info(self.tmp_path).type != pafs.FileType.NotFound:
+            self.fs.delete_file(self.tmp_path)
+
+
 # ---------------------------------------------------------------------------------------------
 # discovery
 
-def _scan(events_root: str) -> tuple[list[dt.date], list[dt.date]]:
+MARKER = "success_marker"
+
+
+def _has_parts(fs: pafs.FileSystem, folder_path: str) -> bool:
+    infos = fs.get_file_info(pafs.FileSelector(folder_path, recursive=False))
+    return any(i.type == pafs.FileType.File and _is_part(i.base_name) for i in infos)
+
+
+def _scan(events_root: str, completeness: str = MARKER) -> tuple[list[dt.date], list[dt.date]]:
     """(complete days, incomplete day folders) under ``events_root``, each sorted."""
     fs, root_path = filesystem(normalize(events_root))
     if fs.get_file_info(root_path).type != pafs.FileType.Directory:
@@ -160,19 +224,24 @@ def _scan(events_root: str) -> tuple[list[dt.date], list[dt.date]]:
         day = _parse_day(info.base_name)
         if day is None or info.type != pafs.FileType.Directory:
             continue
-        marker = fs.get_file_info(f"{info.path}/{SUCCESS_MARKER}")
-        folders[day] = marker.type == pafs.FileType.File
+        if completeness == MARKER:
+            folders[day] = fs.get_file_info(f"{info.path}/{SUCCESS_MARKER}").type == pafs.FileType.File
+        else:
+            folders[day] = _has_parts(fs, info.path)
     complete = sorted(d for d, ok in folders.items() if ok)
     incomplete = sorted(d for d, ok in folders.items() if not ok)
     return complete, incomplete
 
 
-def available_days(events_root: str) -> list[dt.date]:
-    """Complete days (folders with ``_SUCCESS``) under ``events_root``, sorted."""
-    return _scan(events_root)[0]
+def available_days(events_root: str, completeness: str = MARKER) -> list[dt.date]:
+    """Complete days (folders with ``_SUCCESS``, or with parts for ``none``) under ``events_root``."""
+    return _scan(events_root, completeness)[0]
 
 
-def is_day_complete(events_root: str, day: dt.date) -> bool:
+def is_day_complete(events_root: str, day: dt.date, completeness: str = MARKER) -> bool:
+    if completeness != MARKER:
+        fs, path = filesystem(day_uri(normalize(events_root), day))
+        return fs.get_file_info(path).type == pafs.FileType.Directory and _has_parts(fs, path)
     fs, path = filesystem(join(day_uri(normalize(events_root), day), SUCCESS_MARKER))
     return fs.get_file_info(path).type == pafs.FileType.File
 
@@ -190,9 +259,9 @@ def read_marker(events_root: str, day: dt.date) -> dict | None:
         return {}
 
 
-def part_uris(events_root: str, day: dt.date) -> list[str]:
+def part_uris(events_root: str, day: dt.date, completeness: str = MARKER) -> list[str]:
     """URIs of a complete day's ``part-*.parquet`` files; [] if the day is not complete."""
-    if not is_day_complete(events_root, day):
+    if not is_day_complete(events_root, day, completeness):
         return []
     folder = day_uri(normalize(events_root), day)
     fs, path = filesystem(folder)
@@ -207,7 +276,7 @@ def part_uris(events_root: str, day: dt.date) -> list[str]:
 def check_window(source: SourceConfig, days: Sequence[dt.date]) -> None:
     """Raise :class:`MissingPartitionsError` unless every day in ``days`` is complete."""
     root = _root(source)
-    complete, incomplete = _scan(root)
+    complete, incomplete = _scan(root, source.completeness)
     have = set(complete)
     missing = sorted({d for d in days if d not in have})
     if not missing:
@@ -219,13 +288,16 @@ def check_window(source: SourceConfig, days: Sequence[dt.date]) -> None:
         f"Available complete days: {format_days(complete)}"
         + (f" ({len(complete)} days, {complete[0]} to {complete[-1]})." if complete else "."),
     ]
-    if half:
+    if half and source.completeness == MARKER:
         lines.append(
             f"These day folders exist but are incomplete (no {SUCCESS_MARKER} marker: a writer "
             f"failed or is still writing): {format_days(half)}."
         )
     if source.kind == "synthetic":
         lines.append("Synthetic days are generated by events.layout.ensure_synthetic_days.")
+    elif source.completeness != MARKER:
+        lines.append(f"With completeness: none a day is a {PARTITION_PREFIX}YYYY-MM-DD/ folder "
+                     "holding part-*.parquet files.")
     else:
         lines.append(
             f"Write each day as {PARTITION_PREFIX}YYYY-MM-DD/part-*.parquet followed by an empty "
@@ -265,12 +337,12 @@ def validate_schema(source: SourceConfig, day: dt.date) -> pa.Schema:
     that do exist.
     """
     root = _root(source)
-    parts = part_uris(root, day)
+    parts = part_uris(root, day, source.completeness)
     if not parts:
         check_window(source, [day])
         raise MissingPartitionsError(  # complete but without parts
             f"day {day} under {root} has a {SUCCESS_MARKER} marker but no part-*.parquet file",
-            [day], available_days(root))
+            [day], available_days(root, source.completeness))
     missing: list[str] = []
     non_numeric: list[str] = []
     problems: list[str] = []
@@ -352,7 +424,7 @@ def read_days(source: SourceConfig, days: Sequence[dt.date],
     cols = list(columns) if columns is not None else [source.label_column, *source.feature_columns]
     tables = []
     for day in days:
-        for part in part_uris(root, day):
+        for part in part_uris(root, day, source.completeness):
             fs, path = filesystem(part)
             with fs.open_input_file(path) as f:
                 pf = pq.ParquetFile(f)
@@ -363,7 +435,8 @@ def read_days(source: SourceConfig, days: Sequence[dt.date],
                         absent, (), pf.schema_arrow.names)
                 tables.append(pf.read(columns=cols))
     if not tables:
-        raise MissingPartitionsError(f"no days requested under {root}", [], available_days(root))
+        raise MissingPartitionsError(f"no days requested under {root}", [],
+                                     available_days(root, source.completeness))
     return pa.concat_tables(tables, promote_options="permissive")
 
 

@@ -110,6 +110,10 @@ def _draw(rng: np.random.Generator, cdf: np.ndarray, n: int) -> np.ndarray:
     return np.minimum(np.searchsorted(cdf, rng.random(n), side="right"), len(cdf) - 1).astype(np.int64)
 
 
+def _logit(p: np.ndarray) -> np.ndarray:
+    return np.log(p) - np.log1p(-p)
+
+
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
@@ -307,3 +311,32 @@ def oracle_auc(day: dt.date, spec: SyntheticSpec | None = None) -> float:
 def oracle_logloss(day: dt.date, spec: SyntheticSpec | None = None) -> float:
     """Logloss of the true probabilities on ``day``'s sampled labels."""
     return oracle_metrics(day, spec)["oracle_logloss"]
+
+
+def specified_design(table: pa.Table) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The true click model's form in observed columns: ``(dense [n, 6], categoricals)``.
+
+    A correctly specified model is linear in these (logistic link): one effect per user, ad,
+    campaign, advertiser, placement, device, country, hour and category, one per
+    (user, category) pair (the affinity acts through the user's hidden segment, which the pair
+    nests), and the dense terms exactly as they enter the logit (``DENSE_WEIGHTS``). Two latent
+    terms also have observed proxies, entered on their own scale: the ad's historical CTR
+    (``dense_1``, as a logit: it estimates the ad's quality from far more impressions than a
+    window holds) and the user's clicks on the category (``dense_7``, log1p: it grows with
+    ``exp(affinity)``).
+    """
+    col = {c: table.column(c).to_numpy(zero_copy_only=False) for c in table.column_names}
+    dense = np.stack([
+        np.log1p(col["dense_0"].astype(np.float64)),
+        col["dense_2"].astype(np.float64) - 1.0,
+        np.log(col["dense_3"].astype(np.float64)),
+        np.log1p(col["dense_4"].astype(np.float64)),
+        _logit(np.clip(col["dense_1"].astype(np.float64), 1e-4, 1 - 1e-4)),
+        np.log1p(col["dense_7"].astype(np.float64)),
+    ], axis=1)
+    user = col["user_id"].astype(np.int64)
+    category = col["quest_category"].astype(np.int64)
+    cats = [user, col["ad_id"], col["campaign_id"], col["advertiser_id"], col["placement"],
+            col["device_type"], col["country"], col["hour_of_day"], category,
+            user * NUM_CATEGORIES + category]
+    return dense, [np.asarray(c) for c in cats]

@@ -52,19 +52,21 @@ def build_matrix(inputs: dict[str, np.ndarray], train_sparse: np.ndarray) -> np.
 
 
 def feature_names(spec: FeatureSpec) -> list[str]:
-    return [*spec.dense_columns, *(f"{c}#hash" for c in spec.sparse_columns),
+    missing = [f"{c}#missing" for c in spec.dense_columns] if spec.missing_indicators else []
+    return [*spec.dense_columns, *missing, *(f"{c}#hash" for c in spec.sparse_columns),
             *(f"{c}#freq" for c in spec.sparse_columns)]
 
 
 def train_and_evaluate_baseline(train_table: Any, eval_table: Any, source: SourceConfig,
                                 hash_buckets: int, seed: int = 0, *, nthread: int = 2,
                                 max_rounds: int = 300, early_stopping_rounds: int = 20,
-                                valid_fraction: float = 0.1) -> dict[str, float]:
+                                valid_fraction: float = 0.1, with_probs: bool = False):
     """Train XGBoost on ``train_table`` and evaluate on ``eval_table`` (tables or DataFrames).
 
     Returns :func:`metrics.evaluate` of the eval day prefixed ``baseline_`` (``auc``,
     ``logloss``, ``normalized_entropy``, ``calibration``, ``rows``, ``ctr``) plus
-    ``baseline_train_rows``, ``baseline_best_iteration`` and ``baseline_train_seconds``.
+    ``baseline_train_rows``, ``baseline_best_iteration`` and ``baseline_train_seconds``; with
+    ``with_probs`` a tuple ``(metrics, eval-day probabilities)``.
     """
     import xgboost as xgb
 
@@ -104,4 +106,4 @@ def train_and_evaluate_baseline(train_table: Any, eval_table: Any, source: Sourc
     out[f"{PREFIX}train_rows"] = float(n)
     out[f"{PREFIX}best_iteration"] = float(best)
     out[f"{PREFIX}train_seconds"] = float(seconds)
-    return out
+    return (out, probs) if with_probs else out

@@ -56,7 +56,7 @@ def plain_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
 def model_description(params: TrainingParams, feature_spec: FeatureSpec) -> dict[str, Any]:
     return {
         "format": FORMAT,
-        "architecture": "dlrm_dot",
+        "architecture": "dlrm_dot_wide",
         "params": params.model_dump(mode="json"),
         "feature_spec": dataclasses.asdict(feature_spec),
         "table_sizes": feature_spec.table_sizes,
@@ -133,8 +133,9 @@ class Predictor:
         k = len(self.feature_spec.sparse_columns)
         if sparse.shape[1] != k:
             raise ValueError(f"expected {k} sparse columns, got {sparse.shape[1]}")
-        if k and n and (sparse.min() < 0 or sparse.max() >= self.feature_spec.hash_buckets):
-            raise ValueError(f"sparse ids must lie in [0, {self.feature_spec.hash_buckets})")
+        sizes = np.array(list(self.feature_spec.table_sizes.values()), dtype=np.int64)
+        if k and n and (sparse.min() < 0 or (sparse.max(axis=0) >= sizes).any()):
+            raise ValueError(f"sparse ids must lie in [0, table size) per column; sizes {sizes.tolist()}")
         out = np.empty(n, dtype=np.float32)
         keys = list(self.feature_spec.sparse_columns)
         for lo in range(0, n, self.batch_size):
@@ -170,6 +171,9 @@ def load_predictor(uri: str, batch_size: int = 65536, verify: bool = True) -> Pr
     if "dense_normalization" not in description["params"]:
         # saved before the field existed: those models have no normalization layer
         params = params.model_copy(update={"dense_normalization": False})
+    # saved before the fields existed: plain DLRM (no embeddings in the top MLP, no wide part)
+    old_fields = {"concat_embeddings": False, "wide": False, "min_id_count": 1, "count_features": False}
+    params = params.model_copy(update={k: v for k, v in old_fields.items() if k not in description["params"]})
     feature_spec = feature_spec_from_dict(description["feature_spec"])
     # Built on meta and then given the loaded tensors: no throwaway random init of the tables.
     model = build_model(params, feature_spec, device=torch.device("meta"))

@@ -40,7 +40,7 @@ def score_day(spec: InferenceJobSpec, reporter: Reporter, *, max_concurrency: in
     if not ray.is_initialized():
         ray.init()
     validate_schema(spec.source, spec.day)
-    parts = part_uris(spec.source.uri, spec.day)
+    parts = part_uris(spec.source.uri, spec.day, spec.source.completeness)
     id_cols = tuple(c for c in spec.id_columns)
     read_cols = list(dict.fromkeys([*id_cols, *spec.source.feature_columns]))
     out_uri = fs.normalize(spec.output_uri)

@@ -110,3 +110,56 @@ def evaluate(labels: np.ndarray, probs: np.ndarray, eps: float = EPS) -> dict[st
         "rows": float(y.size),
         "ctr": float(y.mean()),
     }
+
+
+def _grouped_auc(gp: np.ndarray, gn: np.ndarray) -> float:
+    """AUC from per-tie-group positive and negative weights (groups in increasing score)."""
+    neg_below = np.cumsum(gn) - gn
+    tp, tn = gp.sum(), gn.sum()
+    if tp == 0 or tn == 0:
+        return float("nan")
+    return float((gp * (neg_below + 0.5 * gn)).sum() / (tp * tn))
+
+
+def bootstrap(labels: np.ndarray, probs: dict[str, np.ndarray], *, reference: str | None = None,
+              resamples: int = 200, level: float = 0.95, seed: int = 0,
+              eps: float = EPS) -> dict[str, float]:
+    """Percentile bootstrap intervals of AUC and logloss for each model in ``probs``.
+
+    All models are scored on the same resamples of the rows (a paired bootstrap), so with
+    ``reference`` (a key of ``probs``) the interval of each other model's AUC difference to it
+    is exact about what the shared rows contribute. Returns flat keys:
+    ``<name>auc_ci_low``, ``<name>auc_ci_high``, ``<name>logloss_ci_low``, ``<name>logloss_ci_high``
+    and ``<name>auc_diff_vs_<reference>`` (+ ``_ci_low`` / ``_ci_high``), where ``<name>`` is the
+    key as given (use ``""`` for the main model, ``"baseline_"`` etc. for the others).
+    """
+    y = _labels(labels)
+    rng = np.random.default_rng(seed)
+    n = y.size
+    draws = [np.bincount(rng.integers(0, n, n), minlength=n).astype(np.float64) for _ in range(resamples)]
+    stats: dict[str, dict[str, np.ndarray]] = {}
+    for name, p in probs.items():
+        y_, p = _inputs(y, p)
+        order = np.argsort(p, kind="mergesort")
+        ps, ys = p[order], y_[order]
+        group = np.cumsum(np.r_[True, ps[1:] != ps[:-1]]) - 1
+        pc = np.clip(p, eps, 1.0 - eps)
+        ll = -(y_ * np.log(pc) + (1.0 - y_) * np.log1p(-pc))
+        aucs, lls = np.empty(resamples), np.empty(resamples)
+        for b, w in enumerate(draws):
+            ws = w[order]
+            aucs[b] = _grouped_auc(np.bincount(group, ws * ys), np.bincount(group, ws * (1.0 - ys)))
+            lls[b] = float((w * ll).sum() / w.sum())
+        stats[name] = {"auc": aucs, "logloss": lls}
+    lo, hi = 100 * (1 - level) / 2, 100 * (1 + level) / 2
+    out: dict[str, float] = {}
+    for name, s in stats.items():
+        for metric, values in s.items():
+            out[f"{name}{metric}_ci_low"] = float(np.nanpercentile(values, lo))
+            out[f"{name}{metric}_ci_high"] = float(np.nanpercentile(values, hi))
+        if reference is not None and name != reference and reference in stats:
+            diff = s["auc"] - stats[reference]["auc"]
+            tag = f"{name}auc_diff_vs_{reference.rstrip('_') or 'model'}"
+            out[f"{tag}_ci_low"] = float(np.nanpercentile(diff, lo))
+            out[f"{tag}_ci_high"] = float(np.nanpercentile(diff, hi))
+    return out

@@ -1,22 +1,27 @@
-"""A small DLRM-style click model built from plain parts.
+"""A DLRM-style click model with a wide (linear) part, built from plain parts.
 
-    dense [B, d] --bottom MLP--> [B, D] ----------------------\\
-                                                               >-- pairwise dots --> top MLP --> logit [B]
-    sparse KJT --EmbeddingBagCollection (one table/column)--> [B, F, D]
+    dense [B, d] --norm--> --bottom MLP--> [B, D] ---------------\
+                                                                   >-- [dots, dense vec, embeddings] --> top MLP --> + --> logit [B]
+    sparse KJT --EmbeddingBagCollection (one table/column)--> e_f --/                                              /
+    [normalized dense, e_1 .. e_F] ------------------------- wide linear layer -----------------------------------/
 
 * ``embedding_bags``: a torchrec ``EmbeddingBagCollection`` with one SUM-pooled table per sparse
-  column (``t_<column>``, ``num_embeddings`` from ``FeatureSpec.table_sizes``). It is the only
-  part that gets sharded (see ``sharding.py``); the MLPs stay data-parallel.
+  column (``t_<column>``; rows and width per column from ``FeatureSpec``). It is the only part
+  that gets sharded (see ``sharding.py``); the MLPs stay data-parallel.
 * Dense normalization (``params.dense_normalization``): the dense inputs are standardized per
   column, with batch statistics in training and their running average (buffers, saved with the
-  model) in eval mode. The shared transform (signed log1p) leaves columns on very different
-  scales (a click-rate estimate spans ~0.01-0.2, a count ~0-6), which a plain MLP trained for a
-  few hundred steps does not recover from; tree models do not care, this model does.
+  model) in eval mode.
 * Bottom MLP: ``params.dense_arch`` widths, then a projection to ``embedding_dim`` (skipped when
   the last width already equals it), ReLU after every layer.
 * Interaction: dot products of every pair among the ``F + 1`` vectors (dense vector + one per
-  sparse feature), concatenated with the dense vector: ``D + (F + 1) * F / 2`` inputs.
+  sparse feature; a column whose width differs from ``embedding_dim`` is projected to it first),
+  concatenated with the dense vector and, with ``params.concat_embeddings``, with the embeddings
+  themselves (the top MLP then sees each id's vector, not only its dot products: first-order
+  effects of an id no longer have to pass through a dot product).
 * Top MLP: ``params.over_arch`` widths with ReLU, then a 1-unit linear head (a logit).
+* Wide part (``params.wide``): a linear layer over the normalized dense inputs and the
+  embeddings, added to the logit — logistic regression on the same features, as in Wide & Deep:
+  the additive per-id effects that dominate click models are learned directly.
 
 Everything can be built on ``torch.device("meta")`` (no memory, no init) so that
 ``DistributedModelParallel`` allocates and initialises only the shards a rank owns. Nothing in
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -159,12 +165,62 @@ class DotInteraction(nn.Module):
         return torch.cat(out, dim=1) if len(out) > 1 else out[0]
 
 
+class IdCounts(nn.Module):
+    """How often each id (table row) occurred in the training window, per sparse feature.
+
+    Buffers ``counts_<feature>`` (float [table rows]; saved with the model, filled by the trainer
+    from the window, never learned) serve two things the CTR literature does for rare ids:
+
+    * ``min_count``: ids seen fewer times share one row (row 0) of their table, so an id seen
+      once cannot memorize its label, and an id never seen (e.g. new on the evaluation day)
+      gets that learned "rare id" row instead of an untrained one;
+    * ``count_features``: ``log1p(count)`` of each row's id becomes a dense input (how popular
+      a user, ad or device is says much about its clicks).
+
+    Expects one id per row and feature (what ``batches.sparse_to_kjt`` makes).
+    """
+
+    def __init__(self, features: Sequence[str], table_sizes: dict[str, int], min_count: int,
+                 count_features: bool, device: torch.device | None = None) -> None:
+        super().__init__()
+        self.features = tuple(features)
+        self.min_count = int(min_count)
+        self.count_features = bool(count_features)
+        for f in self.features:
+            self.register_buffer(f"counts_{f}", torch.zeros(int(table_sizes[f]), device=device))
+        # 1 once counts were set (set_id_counts): without counts no id is treated as rare
+        self.register_buffer("has_counts", torch.zeros((), device=device))
+
+    def reset_parameters(self) -> None:
+        """Also what DMP calls after materialising a meta-device model: no counts yet."""
+        with torch.no_grad():
+            for f in self.features:
+                getattr(self, f"counts_{f}").zero_()
+            self.has_counts.zero_()
+
+    def forward(self, sparse: KeyedJaggedTensor) -> tuple[KeyedJaggedTensor, torch.Tensor | None]:
+        by_key = sparse.to_dict()
+        values, feats = [], []
+        floor = self.min_count * self.has_counts          # 0 (nothing is rare) until counts are set
+        for f in self.features:
+            ids = by_key[f].values()
+            counts = getattr(self, f"counts_{f}")[ids]
+            values.append(torch.where(counts < floor, torch.zeros_like(ids), ids)
+                          if self.min_count > 1 else ids)
+            feats.append(torch.log1p(counts))
+        remapped = KeyedJaggedTensor(keys=list(self.features), values=torch.cat(values),
+                                     lengths=sparse.lengths())
+        return remapped, (torch.stack(feats, dim=1) if self.count_features and feats else None)
+
+
 class DLRM(nn.Module):
     """``forward(dense: float[B, d], sparse: KeyedJaggedTensor) -> logits float[B]``."""
 
     def __init__(self, *, num_dense: int, sparse_features: Sequence[str], table_sizes: dict[str, int],
                  embedding_dim: int, dense_arch: Sequence[int], over_arch: Sequence[int],
-                 dense_normalization: bool = False, device: torch.device | None = None) -> None:
+                 dense_normalization: bool = False, embedding_dims: dict[str, int] | None = None,
+                 concat_embeddings: bool = False, wide: bool = False, min_id_count: int = 1,
+                 count_features: bool = False, device: torch.device | None = None) -> None:
         super().__init__()
         if num_dense <= 0 and not sparse_features:
             raise ValueError("the model needs at least one dense or one sparse feature")
@@ -174,18 +230,15 @@ class DLRM(nn.Module):
         self.num_dense = int(num_dense)
         self.sparse_features = tuple(sparse_features)
         self.embedding_dim = int(embedding_dim)
-
-        self.ebc: EmbeddingBagCollection | None = None
-        if self.sparse_features:
-            tables = [
-                EmbeddingBagConfig(
-                    name=table_name(f), feature_names=[f], num_embeddings=int(table_sizes[f]),
-                    embedding_dim=self.embedding_dim, pooling=PoolingType.SUM,
-                )
-                for f in self.sparse_features
-            ]
-            self.ebc = EmbeddingBagCollection(tables=tables, device=device)
-
+        self.dims = {f: int((embedding_dims or {}).get(f, embedding_dim)) for f in self.sparse_features}
+        self.concat_embeddings = bool(concat_embeddings)
+        self.ebc = self._tables(table_sizes, device)
+        self.id_counts = (IdCounts(self.sparse_features, table_sizes, min_id_count, count_features, device)
+                          if self.sparse_features and (min_id_count > 1 or count_features) else None)
+        if self.id_counts is not None and self.id_counts.count_features:
+            num_dense = self.num_dense = int(num_dense) + len(self.sparse_features)
+        self.proj = nn.ModuleDict({f: nn.Linear(d, self.embedding_dim, bias=False, device=device)
+                                   for f, d in self.dims.items() if d != self.embedding_dim})
         self.dense_norm: DenseNormalization | None = None
         self.bottom: nn.Sequential | None = None
         if self.num_dense > 0:
@@ -195,31 +248,52 @@ class DLRM(nn.Module):
             if not widths or widths[-1] != self.embedding_dim:
                 widths.append(self.embedding_dim)
             self.bottom = mlp(self.num_dense, widths, device=device)
-
         self.interaction = DotInteraction(
             num_vectors=len(self.sparse_features) + (1 if self.num_dense > 0 else 0),
             has_dense=self.num_dense > 0, dim=self.embedding_dim)
-        self.top = mlp(self.interaction.out_features, list(over_arch), device=device)
-        self.head = nn.Linear(over_arch[-1] if over_arch else self.interaction.out_features, 1,
-                              device=device)
+        concat = sum(self.dims.values()) if self.concat_embeddings else 0
+        top_in = self.interaction.out_features + concat
+        self.top = mlp(top_in, list(over_arch), device=device)
+        self.head = nn.Linear(over_arch[-1] if over_arch else top_in, 1, device=device)
+        self.wide = (nn.Linear(self.num_dense + sum(self.dims.values()), 1, bias=False, device=device)
+                     if wide else None)
 
-    def sparse_vectors(self, sparse: KeyedJaggedTensor) -> torch.Tensor:
-        """Pooled embeddings ``[B, F, D]`` in ``sparse_features`` order."""
+    def _tables(self, table_sizes: dict[str, int], device: torch.device | None) -> EmbeddingBagCollection | None:
+        if not self.sparse_features:
+            return None
+        tables = [
+            EmbeddingBagConfig(name=table_name(f), feature_names=[f], num_embeddings=int(table_sizes[f]),
+                               embedding_dim=self.dims[f], pooling=PoolingType.SUM)
+            for f in self.sparse_features
+        ]
+        return EmbeddingBagCollection(tables=tables, device=device)
+
+    def sparse_embeddings(self, sparse: KeyedJaggedTensor) -> list[torch.Tensor]:
+        """Pooled embeddings, one ``[B, d_f]`` per sparse feature in ``sparse_features`` order."""
         assert self.ebc is not None
-        pooled = self.ebc(sparse)                      # KeyedTensor
-        by_key = pooled.to_dict()
-        return torch.stack([by_key[f] for f in self.sparse_features], dim=1)
+        by_key = self.ebc(sparse).to_dict()
+        return [by_key[f] for f in self.sparse_features]
 
     def forward(self, dense: torch.Tensor, sparse: KeyedJaggedTensor | None) -> torch.Tensor:
+        if self.id_counts is not None and sparse is not None:
+            sparse, count_dense = self.id_counts(sparse)
+            if count_dense is not None:
+                dense = torch.cat([dense, count_dense.to(dense.dtype)], dim=1)
         if self.dense_norm is not None:
             dense = self.dense_norm(dense)
         dense_vec = self.bottom(dense) if self.bottom is not None else None
-        sparse_vecs = (self.sparse_vectors(sparse)
-                       if self.ebc is not None and sparse is not None else None)
-        if self.ebc is not None and sparse_vecs is None:
+        if self.ebc is not None and sparse is None:
             raise ValueError("this model has sparse features; pass a KeyedJaggedTensor")
-        x = self.interaction(dense_vec, sparse_vecs)
-        return self.head(self.top(x)).squeeze(-1)
+        embs = self.sparse_embeddings(sparse) if self.ebc is not None else []
+        vecs = [self.proj[f](e) if f in self.proj else e for f, e in zip(self.sparse_features, embs)]
+        x = self.interaction(dense_vec, torch.stack(vecs, dim=1) if vecs else None)
+        if self.concat_embeddings and embs:
+            x = torch.cat([x, *embs], dim=1)
+        logit = self.head(self.top(x)).squeeze(-1)
+        if self.wide is not None:
+            parts = ([dense] if self.num_dense > 0 else []) + embs
+            logit = logit + self.wide(torch.cat(parts, dim=1)).squeeze(-1)
+        return logit
 
 
 def build_model(params: TrainingParams, feature_spec: FeatureSpec,
@@ -232,9 +306,14 @@ def build_model(params: TrainingParams, feature_spec: FeatureSpec,
         sparse_features=feature_spec.sparse_columns,
         table_sizes=feature_spec.table_sizes,
         embedding_dim=params.embedding_dim,
+        embedding_dims=feature_spec.embedding_dims(params.embedding_dim),
         dense_arch=params.dense_arch,
         over_arch=params.over_arch,
         dense_normalization=params.dense_normalization,
+        concat_embeddings=params.concat_embeddings,
+        wide=params.wide,
+        min_id_count=params.min_id_count,
+        count_features=params.count_features,
         device=device,
     )
 
@@ -242,7 +321,30 @@ def build_model(params: TrainingParams, feature_spec: FeatureSpec,
 def feature_spec_from_dict(d: Mapping[str, Any]) -> FeatureSpec:
     """Inverse of ``dataclasses.asdict(FeatureSpec)`` (JSON turns the tuples into lists)."""
     return FeatureSpec(label_column=d["label_column"], dense_columns=tuple(d["dense_columns"]),
-                       sparse_columns=tuple(d["sparse_columns"]), hash_buckets=int(d["hash_buckets"]))
+                       sparse_columns=tuple(d["sparse_columns"]), hash_buckets=int(d["hash_buckets"]),
+                       table_overrides=tuple((str(c), int(v)) for c, v in d.get("table_overrides", ())),
+                       dim_overrides=tuple((str(c), int(v)) for c, v in d.get("dim_overrides", ())),
+                       missing_indicators=bool(d.get("missing_indicators", False)))
+
+
+def set_id_counts(model: nn.Module, counts: Mapping[str, Any]) -> int:
+    """Copy each feature's id counts into the ``counts_<feature>`` buffers of ``model`` (any
+    wrapper: found by name); returns how many buffers were set."""
+    done = 0
+    with torch.no_grad():
+        for name, buf in model.named_buffers():
+            leaf = name.rsplit(".", 1)[-1]
+            if ".id_counts." in f".{name}" and leaf.startswith("counts_") and leaf[7:] in counts:
+                src = torch.as_tensor(np.asarray(counts[leaf[7:]]), dtype=buf.dtype)
+                if src.shape != buf.shape:
+                    raise ValueError(f"id counts of {leaf[7:]!r} have shape {tuple(src.shape)}, "
+                                     f"table has {tuple(buf.shape)}")
+                buf.copy_(src.to(buf.device))
+                done += 1
+        for name, buf in model.named_buffers():
+            if name.endswith("id_counts.has_counts") and done:
+                buf.fill_(1.0)
+    return done
 
 
 def dense_parameter_count(model: nn.Module) -> int:
@@ -250,4 +352,5 @@ def dense_parameter_count(model: nn.Module) -> int:
 
 
 def embedding_parameter_count(feature_spec: FeatureSpec, embedding_dim: int) -> int:
-    return sum(feature_spec.table_sizes.values()) * embedding_dim
+    dims = feature_spec.embedding_dims(embedding_dim)
+    return sum(n * dims[f] for f, n in feature_spec.table_sizes.items())

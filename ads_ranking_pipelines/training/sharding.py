@@ -67,6 +67,7 @@ def shard_model(
     embedding_learning_rate: float | None = None,
     embedding_optimizer: str = "rowwise_adagrad",
     embedding_eps: float = 1e-8,
+    dense_weight_decay: float = 0.0,
     batch_size: int | None = None,
     local_world_size: int | None = None,
     process_group: dist.ProcessGroup | None = None,
@@ -116,7 +117,7 @@ def shard_model(
     )
     dense_params = dict(in_backward_optimizer_filter(dmp.named_parameters()))
     dense_opt = KeyedOptimizerWrapper(
-        dense_params, lambda ps: torch.optim.Adam(ps, lr=learning_rate))
+        dense_params, lambda ps: torch.optim.AdamW(ps, lr=learning_rate, weight_decay=dense_weight_decay))
     optimizer = CombinedOptimizer([("fused", dmp.fused_optimizer), ("dense", dense_opt)])
     return ShardedModel(model=dmp, optimizer=optimizer, dense_optimizer=dense_opt, plan=plan,
                         plan_summary=summarize_plan(plan))

@@ -1,27 +1,42 @@
-"""The per-worker training loop: TorchRec DMP model, DCP checkpoints every epoch, resumable.
+"""The per-worker training loop: TorchRec DMP model, validation and a checkpoint every epoch.
 
 ``train_loop_per_worker(config)`` is what Ray Train's ``TorchTrainer`` runs on every worker. It
-adapts Ray (context, dataset shard, checkpoint, report) to :func:`run_worker`, which holds the
-whole loop and needs only an initialised ``torch.distributed`` process group, so it can be tested
-with plain ``torch.multiprocessing`` too.
+adapts Ray (context, dataset shards, checkpoint, report) to :func:`run_worker`, which needs only
+an initialised ``torch.distributed`` process group, so it can be tested with plain
+``torch.multiprocessing`` too. The loop is built from short steps (after torchtitan's
+``train_step`` / ``forward_backward_step``):
 
-Config keys (all JSON-able except the queue):
+``forward_backward_step``  one batch: forward, loss, backward (fused embedding update)
+``train_step``             learning rates for the step, ``forward_backward_step``, dense step
+``train_epoch``            lockstep batches of one epoch (all ranks stop together)
+``validate``               loss and AUC on the validation slice (gathered from every rank)
+``end_epoch``              early-stopping bookkeeping, checkpoint, report
 
-``params``         ``TrainingParams.model_dump(mode="json")``
-``feature_spec``   ``dataclasses.asdict(FeatureSpec)``
-``progress_queue`` a ``ray.util.queue.Queue`` or None; rank 0 puts ``{"kind": ..., ...}`` records
+Training length follows the data: after every epoch the model is scored on the validation
+slice (the last part of the window in time, never trained on); training stops when
+``params.early_stopping_patience`` epochs in a row did not improve the validation score
+(``params.early_stopping_metric``: AUC - logloss by default) by
+``params.early_stopping_min_delta``, or at the ``params.epochs`` budget. Every epoch's
+checkpoint records the validation figures; the driver exports the best epoch's checkpoint.
+
+Config keys (all JSON-able except the queue and the callbacks):
+
+``params``           ``TrainingParams.model_dump(mode="json")``
+``feature_spec``     ``dataclasses.asdict(FeatureSpec)``
+``progress_queue``   a ``ray.util.queue.Queue`` or None; rank 0 puts ``{"kind": ..., ...}`` records
 ``progress_every_s`` seconds between "progress" records (default 5)
-``steps_per_epoch`` expected optimizer steps per epoch (the driver knows the row count), for the
-                   linear learning-rate decay (``params.final_lr_fraction``); absent: constant
-``shuffle_buffer`` rows of local shuffle buffer in ``iter_batches`` (default 0: none)
-``crash_once``     tests only: ``{"rank": r, "epoch": e, "marker": path}`` makes rank ``r`` kill its
-                   own process (``os._exit``) when epoch ``e`` (1-based) starts, once (the marker
-                   file records that it happened), like a lost worker node
+``steps_per_epoch``  optimizer steps per epoch (the driver knows the row count), for the linear
+                     learning-rate decay over the budget (``params.final_lr_fraction``)
+``shuffle_buffer``   rows of local shuffle buffer in ``iter_batches`` (default 0: none)
+``id_counts``        ``{sparse column: float array [table rows]}``: id counts of the training rows
+                     (see ``model.IdCounts``)
+``callbacks``        objects with any of ``on_epoch_start(rank, epoch)`` /
+                     ``on_step(rank, epoch, step)``: observers, and the way tests inject faults
 
 Checkpoint layout (one directory per epoch; Ray Train merges the ranks' files into it):
 ``.metadata`` + ``__<rank>_0.distcp`` (DCP; model + optimizer state, embedding shards as written
-by the rank that owns them) and ``train_state.json`` (rank 0: epochs done, global step, loss,
-sharding plan, params, feature spec).
+by the rank that owns them) and ``train_state.json`` (rank 0: loop state, metrics, sharding
+plan, params, feature spec).
 """
 
 from __future__ import annotations
@@ -34,7 +49,7 @@ import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -43,13 +58,16 @@ import torch.distributed.checkpoint as dcp
 import torch.nn.functional as F
 
 from ads_ranking_pipelines.config.training import TrainingParams
-from ads_ranking_pipelines.training.batches import make_batch
+from ads_ranking_pipelines.training.batches import Batch, make_batch
 from ads_ranking_pipelines.training.features import FeatureSpec
-from ads_ranking_pipelines.training.model import build_model, feature_spec_from_dict
+from ads_ranking_pipelines.training.metrics import MetricError, auc, logloss
+from ads_ranking_pipelines.training.model import build_model, feature_spec_from_dict, set_id_counts
 from ads_ranking_pipelines.training.sharding import ShardedModel, shard_model
 
 TRAIN_STATE_FILE = "train_state.json"
 DATASET_NAME = "train"
+VALID_DATASET_NAME = "valid"
+SELECTION_METRIC = "selection_loss"      # params.early_stopping_metric as a loss (see selection_loss)
 
 # (metrics, local checkpoint dir) -> None; called on every rank, once per epoch.
 ReportFn = Callable[[dict[str, Any], str], None]
@@ -59,13 +77,61 @@ ProgressFn = Callable[[dict[str, Any]], None]
 
 
 @dataclass
+class LoopState:
+    """What a checkpoint restores besides the weights: where the loop is, and the best so far."""
+
+    epochs_done: int = 0
+    global_step: int = 0
+    best_epoch: int = 0
+    best_loss: float = math.inf
+    epochs_since_best: int = 0
+    stopped_early: bool = False
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "LoopState":
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass
 class WorkerSummary:
     rank: int
     start_epoch: int                 # 0-based index of the first epoch this call trained
     epochs_done: int                 # epochs completed in total (including resumed ones)
     global_step: int
+    best_epoch: int = 0
+    stopped_early: bool = False
     history: list[dict[str, Any]] = field(default_factory=list)
     plan_summary: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Worker:
+    """Everything one rank's steps need."""
+
+    params: TrainingParams
+    feature_spec: FeatureSpec
+    sm: ShardedModel
+    device: torch.device
+    comm_device: torch.device
+    rank: int
+    world: int
+    base_lrs: list[float]
+    total_steps: int | None
+    log: Callable[[str], None]
+    progress: ProgressFn | None
+    progress_every_s: float
+    callbacks: Sequence[Any] = ()
+
+    @property
+    def sparse_keys(self) -> list[str]:
+        return list(self.feature_spec.sparse_columns)
+
+    def call(self, hook: str, **kwargs: Any) -> None:
+        for cb in self.callbacks:
+            fn = getattr(cb, hook, None)
+            if fn is not None:
+                fn(rank=self.rank, **kwargs)
 
 
 def quiet_warnings() -> None:
@@ -77,6 +143,8 @@ def quiet_warnings() -> None:
     warnings.filterwarnings("ignore", message=".*is_fx_tracing.*")
     warnings.filterwarnings("ignore", message=".*NumPy array is not writable.*")
 
+
+# ---- checkpoints -------------------------------------------------------------------------------
 
 def checkpoint_state(sm: ShardedModel) -> dict[str, Any]:
     """The DCP state: model (sharded tables as ShardedTensor) and all optimizer state."""
@@ -113,6 +181,206 @@ def _all_reduce(t: torch.Tensor, op: dist.ReduceOp.RedOpType = dist.ReduceOp.SUM
     return t
 
 
+# ---- steps -------------------------------------------------------------------------------------
+
+def lockstep(w: Worker, batches: Iterable[Mapping[str, np.ndarray]]) -> Iterator[Batch]:
+    """This rank's batches for as long as *every* rank still has one.
+
+    Ranks may get different numbers of batches; before each step all ranks agree (all-reduce
+    MIN) whether each still has one, so no collective ever waits for a rank that ran dry.
+    """
+    it = iter(batches)
+    while True:
+        arrays = next(it, None)
+        have = torch.tensor([0 if arrays is None or len(arrays["label"]) == 0 else 1],
+                            dtype=torch.int32, device=w.comm_device)
+        if int(_all_reduce(have, dist.ReduceOp.MIN).item()) == 0:
+            return
+        yield make_batch(arrays, w.sparse_keys, device=w.device)
+
+
+def forward_backward_step(sm: ShardedModel, batch: Batch) -> torch.Tensor:
+    """Forward, loss and backward of one batch; the fused embedding rows are updated in backward."""
+    logits = sm.model(batch.dense, batch.sparse)
+    loss = F.binary_cross_entropy_with_logits(logits, batch.label)
+    sm.optimizer.zero_grad()     # the fused embedding optimizer picks up its lr here
+    loss.backward()
+    return loss.detach()
+
+
+def train_step(w: Worker, batch: Batch, global_step: int) -> torch.Tensor:
+    """One optimizer step at ``global_step`` of the learning-rate schedule."""
+    set_learning_rates(w.sm, w.base_lrs, lr_multiplier(global_step, w.total_steps, w.params.final_lr_fraction))
+    loss = forward_backward_step(w.sm, batch)
+    w.sm.optimizer.step()        # dense Adam
+    return loss
+
+
+def train_epoch(w: Worker, batches: Iterable[Mapping[str, np.ndarray]], epoch: int,
+                state: LoopState) -> dict[str, Any]:
+    """One epoch over this rank's shard; returns the epoch's metrics (all ranks together)."""
+    t0 = last_progress = time.perf_counter()
+    loss_sum = torch.zeros((), dtype=torch.float64, device=w.device)
+    seen = steps = 0
+    w.sm.model.train()
+    for batch in lockstep(w, batches):
+        w.call("on_step", epoch=epoch + 1, step=state.global_step)
+        loss = train_step(w, batch, state.global_step)
+        loss_sum += loss.double() * batch.size
+        seen += batch.size
+        steps += 1
+        state.global_step += 1
+        now = time.perf_counter()
+        if w.rank == 0 and w.progress and now - last_progress >= w.progress_every_s:
+            last_progress = now
+            w.progress({"kind": "progress", "epoch": epoch + 1, "step": state.global_step, "epoch_step": steps,
+                        "loss": float(loss_sum.item() / max(seen, 1)),
+                        "samples_per_s": round(seen * w.world / (now - t0), 1)})
+    train_s = time.perf_counter() - t0
+    totals = _all_reduce(torch.tensor([float(loss_sum.item()), float(seen), float(steps)],
+                                      dtype=torch.float64, device=w.comm_device)).cpu()
+    samples = int(totals[1].item())
+    if samples == 0:
+        raise RuntimeError(f"epoch {epoch + 1}: no training rows reached the workers")
+    mean_loss = float(totals[0].item() / samples)
+    if not math.isfinite(mean_loss):
+        raise FloatingPointError(f"epoch {epoch + 1}: loss is {mean_loss}")
+    return {"epoch": epoch + 1, "epochs": w.params.epochs, "loss": mean_loss, "samples": samples,
+            "steps": steps, "global_step": state.global_step,
+            "samples_per_s": round(samples / train_s, 1) if train_s > 0 else 0.0,
+            "epoch_s": round(train_s, 3),
+            "lr_multiplier": round(lr_multiplier(state.global_step, w.total_steps, w.params.final_lr_fraction), 4)}
+
+
+@torch.no_grad()
+def validate(w: Worker, batches: Iterable[Mapping[str, np.ndarray]]) -> dict[str, float]:
+    """Logloss and AUC of the model on the validation slice, over the rows of every rank."""
+    w.sm.model.eval()
+    probs, labels = [], []
+    try:
+        for batch in lockstep(w, batches):
+            probs.append(torch.sigmoid(w.sm.model(batch.dense, batch.sparse)).double().cpu().numpy())
+            labels.append(batch.label.double().cpu().numpy())
+    finally:
+        w.sm.model.train()
+    mine = (np.concatenate(probs) if probs else np.zeros(0), np.concatenate(labels) if labels else np.zeros(0))
+    gathered: list[Any] = [None] * w.world
+    dist.all_gather_object(gathered, mine)
+    p = np.concatenate([g[0] for g in gathered])
+    y = np.concatenate([g[1] for g in gathered])
+    if y.size == 0:
+        return {}
+    out = {"valid_rows": float(y.size), "valid_logloss": logloss(y, p)}
+    try:
+        out["valid_auc"] = auc(y, p)
+    except MetricError:
+        pass
+    return out
+
+
+def end_epoch(w: Worker, state: LoopState, metrics: dict[str, Any], report: ReportFn) -> None:
+    """Early-stopping bookkeeping, then the epoch's checkpoint (collective) and report."""
+    score = selection_loss(metrics, w.params.early_stopping_metric)
+    state.epochs_done = int(metrics["epoch"])
+    improved = score < state.best_loss - w.params.early_stopping_min_delta
+    if improved:
+        state.best_loss, state.best_epoch, state.epochs_since_best = score, state.epochs_done, 0
+    else:
+        state.epochs_since_best += 1
+    patience = effective_patience(w.params, int(metrics["steps"]))
+    state.stopped_early = bool(patience and state.epochs_since_best >= patience
+                               and state.epochs_done < w.params.epochs)
+    metrics.update({SELECTION_METRIC: score, "best_epoch": state.best_epoch,
+                    "is_best": improved, "stopped_early": state.stopped_early})
+    c0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix=f"dlrm-ckpt-e{state.epochs_done}-r{w.rank}-") as ckpt_dir:
+        train_state = None
+        if w.rank == 0:
+            train_state = {**dataclasses.asdict(state), "loss": metrics["loss"], "world_size": w.world,
+                           "metrics": metrics, "sharding_plan": w.sm.plan_summary,
+                           "params": w.params.model_dump(mode="json"),
+                           "feature_spec": dataclasses.asdict(w.feature_spec)}
+        save_checkpoint(w.sm, ckpt_dir, train_state)
+        metrics["checkpoint_write_s"] = round(time.perf_counter() - c0, 3)
+        metrics["checkpoint_bytes_rank"] = _dir_bytes(ckpt_dir)
+        report(metrics, ckpt_dir)
+    metrics["checkpoint_s"] = round(time.perf_counter() - c0, 3)
+
+
+def effective_patience(params: TrainingParams, steps_per_epoch: int) -> int:
+    """``early_stopping_patience`` epochs, but at least ``early_stopping_min_steps`` steps (0: off)."""
+    if not params.early_stopping_patience:
+        return 0
+    return max(params.early_stopping_patience,
+               math.ceil(params.early_stopping_min_steps / max(1, steps_per_epoch)))
+
+
+def selection_loss(metrics: Mapping[str, Any], metric: str) -> float:
+    """What early stopping minimizes: the validation ``metric`` as a loss (training loss without
+    a validation slice)."""
+    if "valid_logloss" not in metrics:
+        return float(metrics["loss"])
+    ll, auc_ = float(metrics["valid_logloss"]), metrics.get("valid_auc")
+    if metric == "logloss" or auc_ is None:
+        return ll
+    return -float(auc_) if metric == "auc" else ll - float(auc_)
+
+
+def _log_epoch(w: Worker, metrics: dict[str, Any]) -> None:
+    valid = (f" valid logloss {metrics['valid_logloss']:.5f} auc {metrics.get('valid_auc', float('nan')):.4f}"
+             if "valid_logloss" in metrics else "")
+    w.log(f"[train] epoch {metrics['epoch']}/{w.params.epochs} loss {metrics['loss']:.5f}{valid} "
+          f"(best epoch {metrics['best_epoch']}) samples {metrics['samples']} steps/rank {metrics['steps']} "
+          f"{metrics['samples_per_s']:.0f} samples/s train {metrics['epoch_s']:.1f}s "
+          f"checkpoint {metrics['checkpoint_s']:.1f}s" + (" -> early stop" if metrics["stopped_early"] else ""))
+    if w.progress:
+        w.progress({"kind": "epoch", **metrics})
+
+
+# ---- the loop ----------------------------------------------------------------------------------
+
+def setup_worker(params: TrainingParams, feature_spec: FeatureSpec, *, device: torch.device,
+                 local_world_size: int | None, steps_per_epoch: int | None, log: Callable[[str], None],
+                 progress: ProgressFn | None, progress_every_s: float, callbacks: Sequence[Any],
+                 id_counts: Mapping[str, np.ndarray] | None = None) -> Worker:
+    """Build and shard the model and its optimizers on this rank."""
+    quiet_warnings()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    model = build_model(params, feature_spec, device=torch.device("meta"))
+    torch.manual_seed(params.seed + rank)
+    sm = shard_model(model, device=device, learning_rate=params.learning_rate,
+                     embedding_learning_rate=params.effective_embedding_learning_rate,
+                     embedding_eps=params.embedding_eps, dense_weight_decay=params.dense_weight_decay,
+                     batch_size=params.batch_size, local_world_size=local_world_size)
+    if id_counts:
+        set_id_counts(sm.model, id_counts)
+    # start values of every param group, taken before any checkpoint is loaded; the schedule
+    # scales them by lr_multiplier(global_step)
+    base_lrs = [float(g["lr"]) for g in sm.optimizer.param_groups]
+    return Worker(params=params, feature_spec=feature_spec, sm=sm, device=device,
+                  comm_device=device if dist.get_backend() == "nccl" else torch.device("cpu"),
+                  rank=rank, world=world, base_lrs=base_lrs,
+                  total_steps=params.epochs * steps_per_epoch if steps_per_epoch else None,
+                  log=log, progress=progress, progress_every_s=progress_every_s, callbacks=tuple(callbacks))
+
+
+def _resume(w: Worker, resume_dir: str | None) -> LoopState:
+    state = LoopState()
+    if resume_dir:
+        state = LoopState.from_dict(load_checkpoint(w.sm, resume_dir))
+        if w.rank == 0:
+            w.log(f"[train] resumed from {resume_dir}: {state.epochs_done} epoch(s) done, "
+                  f"step {state.global_step}, best epoch {state.best_epoch}")
+    if w.rank == 0:
+        w.log(f"[train] sharding plan over {w.world} ranks:\n{w.sm.plan_text()}")
+        if w.progress:
+            w.progress({"kind": "sharding_plan", "world_size": w.world, "plan": json.dumps(w.sm.plan_summary)})
+            # one per worker-group start: the driver counts restarts and sees where each began
+            w.progress({"kind": "started", "epochs_done": state.epochs_done, "global_step": state.global_step,
+                        "resumed": bool(resume_dir), "world_size": w.world})
+    return state
+
+
 def run_worker(
     params: TrainingParams,
     feature_spec: FeatureSpec,
@@ -120,138 +388,41 @@ def run_worker(
     device: torch.device,
     batches: BatchesFn,
     report: ReportFn,
+    valid_batches: Callable[[], Iterable[Mapping[str, np.ndarray]]] | None = None,
     resume_dir: str | None = None,
     progress: ProgressFn | None = None,
     progress_every_s: float = 5.0,
     local_world_size: int | None = None,
     log: Callable[[str], None] = print,
-    on_epoch_start: Callable[[int], None] | None = None,
+    callbacks: Sequence[Any] = (),
     steps_per_epoch: int | None = None,
+    id_counts: Mapping[str, np.ndarray] | None = None,
 ) -> WorkerSummary:
-    """Train ``params.epochs`` epochs (minus those already in ``resume_dir``) on this rank.
+    """Train until the validation slice stops improving or the epoch budget is spent.
 
-    Both learning rates decay linearly with the global step, from their start values to
-    ``params.final_lr_fraction`` of them at ``params.epochs * steps_per_epoch`` steps (they are a
-    function of the step, so a resumed run continues the same schedule); without
-    ``steps_per_epoch`` they stay constant.
-
-    Every rank must call this with the same params. Ranks may get different numbers of batches:
-    before each step all ranks agree (all-reduce MIN) whether every rank still has one, and stop
-    together, so no collective ever waits for a rank that has run dry.
+    Every rank must call this with the same params. Both learning rates decay linearly with the
+    global step, from their start values to ``params.final_lr_fraction`` of them at
+    ``params.epochs * steps_per_epoch`` steps (a function of the step, so a resumed run continues
+    the same schedule); without ``steps_per_epoch`` they stay constant.
     """
-    quiet_warnings()
-    rank, world = dist.get_rank(), dist.get_world_size()
-    comm_device = device if dist.get_backend() == "nccl" else torch.device("cpu")
-
-    model = build_model(params, feature_spec, device=torch.device("meta"))
-    torch.manual_seed(params.seed + rank)
-    sm = shard_model(model, device=device, learning_rate=params.learning_rate,
-                     embedding_learning_rate=params.effective_embedding_learning_rate,
-                     embedding_eps=params.embedding_eps,
-                     batch_size=params.batch_size, local_world_size=local_world_size)
-    # start values of every param group (fused embedding groups and dense Adam), taken before
-    # any checkpoint is loaded; the schedule scales them by lr_multiplier(global_step)
-    base_lrs = [float(g["lr"]) for g in sm.optimizer.param_groups]
-    total_steps = params.epochs * steps_per_epoch if steps_per_epoch else None
-    if rank == 0:
-        log(f"[train] sharding plan over {world} ranks:\n{sm.plan_text()}")
-        if progress:
-            progress({"kind": "sharding_plan", "world_size": world, "plan": json.dumps(sm.plan_summary)})
-
-    start_epoch, global_step = 0, 0
-    if resume_dir:
-        state = load_checkpoint(sm, resume_dir)
-        start_epoch, global_step = int(state["epochs_done"]), int(state["global_step"])
-        if rank == 0:
-            log(f"[train] resumed from {resume_dir}: {start_epoch} epoch(s) done, step {global_step}")
-    if rank == 0 and progress:
-        # one per worker-group start: the driver counts restarts and sees where each began
-        progress({"kind": "started", "epochs_done": start_epoch, "global_step": global_step,
-                  "resumed": bool(resume_dir), "world_size": world})
-
-    summary = WorkerSummary(rank=rank, start_epoch=start_epoch, epochs_done=start_epoch,
-                            global_step=global_step, plan_summary=sm.plan_summary)
-    sparse_keys = list(feature_spec.sparse_columns)
-    sm.model.train()
-
-    for epoch in range(start_epoch, params.epochs):
-        if on_epoch_start is not None:
-            on_epoch_start(epoch + 1)
-        t0 = time.perf_counter()
-        last_progress = t0
-        loss_sum = torch.zeros((), dtype=torch.float64, device=device)
-        seen = 0
-        steps = 0
-        it = iter(batches(epoch))
-        while True:
-            arrays = next(it, None)
-            have = torch.tensor([0 if arrays is None or len(arrays["label"]) == 0 else 1],
-                                dtype=torch.int32, device=comm_device)
-            if int(_all_reduce(have, dist.ReduceOp.MIN).item()) == 0:
-                break
-            batch = make_batch(arrays, sparse_keys, device=device)
-            lr_mult = lr_multiplier(global_step, total_steps, params.final_lr_fraction)
-            set_learning_rates(sm, base_lrs, lr_mult)
-            logits = sm.model(batch.dense, batch.sparse)
-            loss = F.binary_cross_entropy_with_logits(logits, batch.label)
-            sm.optimizer.zero_grad()     # the fused embedding optimizer picks up its lr here
-            loss.backward()              # embedding rows are updated here (fused optimizer)
-            sm.optimizer.step()          # dense Adam
-            loss_sum += loss.detach().double() * batch.size
-            seen += batch.size
-            steps += 1
-            global_step += 1
-            now = time.perf_counter()
-            if rank == 0 and progress and now - last_progress >= progress_every_s:
-                last_progress = now
-                progress({"kind": "progress", "epoch": epoch + 1, "step": global_step,
-                          "epoch_step": steps, "loss": float(loss_sum.item() / max(seen, 1)),
-                          "samples_per_s": round(seen * world / (now - t0), 1)})
-        train_s = time.perf_counter() - t0
-        totals = _all_reduce(torch.tensor([float(loss_sum.item()), float(seen), float(steps)],
-                                          dtype=torch.float64, device=comm_device)).cpu()
-        samples = int(totals[1].item())
-        mean_loss = float(totals[0].item() / samples) if samples else float("nan")
-        metrics = {
-            "epoch": epoch + 1,
-            "epochs": params.epochs,
-            "loss": mean_loss,
-            "samples": samples,
-            "steps": steps,
-            "global_step": global_step,
-            "samples_per_s": round(samples / train_s, 1) if train_s > 0 else 0.0,
-            "epoch_s": round(train_s, 3),
-            "lr_multiplier": round(lr_multiplier(global_step, total_steps, params.final_lr_fraction), 4),
-        }
-        if samples == 0:
-            raise RuntimeError(f"epoch {epoch + 1}: no training rows reached the workers")
-        if not math.isfinite(mean_loss):
-            raise FloatingPointError(f"epoch {epoch + 1}: loss is {mean_loss}")
-
-        c0 = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix=f"dlrm-ckpt-e{epoch + 1}-r{rank}-") as ckpt_dir:
-            train_state = None
-            if rank == 0:
-                train_state = {
-                    "epochs_done": epoch + 1, "global_step": global_step, "loss": mean_loss,
-                    "world_size": world, "metrics": metrics, "sharding_plan": sm.plan_summary,
-                    "params": params.model_dump(mode="json"),
-                    "feature_spec": dataclasses.asdict(feature_spec),
-                }
-            save_checkpoint(sm, ckpt_dir, train_state)
-            metrics["checkpoint_write_s"] = round(time.perf_counter() - c0, 3)
-            metrics["checkpoint_bytes_rank"] = _dir_bytes(ckpt_dir)
-            report(metrics, ckpt_dir)
-        metrics["checkpoint_s"] = round(time.perf_counter() - c0, 3)
-        summary.epochs_done = epoch + 1
-        summary.global_step = global_step
+    w = setup_worker(params, feature_spec, device=device, local_world_size=local_world_size,
+                     steps_per_epoch=steps_per_epoch, log=log, progress=progress,
+                     progress_every_s=progress_every_s, callbacks=callbacks, id_counts=id_counts)
+    state = _resume(w, resume_dir)
+    summary = WorkerSummary(rank=w.rank, start_epoch=state.epochs_done, epochs_done=state.epochs_done,
+                            global_step=state.global_step, plan_summary=w.sm.plan_summary)
+    while state.epochs_done < params.epochs and not state.stopped_early:
+        epoch = state.epochs_done
+        w.call("on_epoch_start", epoch=epoch + 1)
+        metrics = train_epoch(w, batches(epoch), epoch, state)
+        if valid_batches is not None:
+            metrics.update(validate(w, valid_batches()))
+        end_epoch(w, state, metrics, report)
         summary.history.append(metrics)
-        if rank == 0:
-            log(f"[train] epoch {epoch + 1}/{params.epochs} loss {mean_loss:.5f} "
-                f"samples {samples} steps/rank {steps} {metrics['samples_per_s']:.0f} samples/s "
-                f"train {train_s:.1f}s checkpoint {metrics['checkpoint_s']:.1f}s")
-            if progress:
-                progress({"kind": "epoch", **metrics})
+        if w.rank == 0:
+            _log_epoch(w, metrics)
+    summary.epochs_done, summary.global_step = state.epochs_done, state.global_step
+    summary.best_epoch, summary.stopped_early = state.best_epoch, state.stopped_early
     return summary
 
 
@@ -272,6 +443,8 @@ def set_learning_rates(sm: ShardedModel, base_lrs: list[float], multiplier: floa
 def _dir_bytes(directory: str) -> int:
     return sum(os.path.getsize(os.path.join(directory, f)) for f in os.listdir(directory))
 
+
+# ---- Ray Train adapter -------------------------------------------------------------------------
 
 class _QueueProgress:
     """Puts records on a ``ray.util.queue.Queue`` without ever blocking or failing training."""
@@ -302,47 +475,32 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     else:
         device = torch.device("cpu")
     torch.set_num_threads(max(1, int(params.worker_cpus)))
-
-    shard = ray.train.get_dataset_shard(DATASET_NAME)
     shuffle_buffer = int(config.get("shuffle_buffer") or 0) or None
+    shard = ray.train.get_dataset_shard(DATASET_NAME)
+    valid = ray.train.get_dataset_shard(VALID_DATASET_NAME) if config.get("has_validation") else None
 
     def batches(epoch: int) -> Iterable[Mapping[str, np.ndarray]]:
         return shard.iter_batches(batch_size=params.batch_size, batch_format="numpy",
                                   drop_last=False, local_shuffle_buffer_size=shuffle_buffer,
                                   local_shuffle_seed=(params.seed + epoch) if shuffle_buffer else None)
 
+    def valid_batches() -> Iterable[Mapping[str, np.ndarray]]:
+        return valid.iter_batches(batch_size=8192, batch_format="numpy", drop_last=False)
+
     def report(metrics: dict[str, Any], ckpt_dir: str) -> None:
         ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(ckpt_dir))
 
     queue = config.get("progress_queue")
-    progress = _QueueProgress(queue) if queue is not None and ctx.get_world_rank() == 0 else None
-
+    kwargs = dict(device=device, batches=batches, report=report,
+                  valid_batches=valid_batches if valid is not None else None,
+                  progress=_QueueProgress(queue) if queue is not None and ctx.get_world_rank() == 0 else None,
+                  progress_every_s=float(config.get("progress_every_s", 5.0)),
+                  local_world_size=ctx.get_local_world_size(), steps_per_epoch=config.get("steps_per_epoch"),
+                  log=lambda m: print(m, flush=True), callbacks=config.get("callbacks") or (),
+                  id_counts=config.get("id_counts"))
     checkpoint = ray.train.get_checkpoint()
-    if checkpoint is not None:
-        with checkpoint.as_directory() as resume_dir:
-            _run(params, feature_spec, device, batches, report, resume_dir, progress, config, ctx)
-    else:
-        _run(params, feature_spec, device, batches, report, None, progress, config, ctx)
-
-
-def _crash_hook(spec: Mapping[str, Any] | None, rank: int) -> Callable[[int], None] | None:
-    if not spec or int(spec["rank"]) != rank:
-        return None
-
-    def hook(epoch: int) -> None:
-        if epoch == int(spec["epoch"]) and not os.path.exists(spec["marker"]):
-            with open(spec["marker"], "w") as f:
-                f.write(f"rank {rank} exited at the start of epoch {epoch}\n")
-            print(f"[train] crash_once: rank {rank} exits at the start of epoch {epoch}", flush=True)
-            os._exit(1)
-    return hook
-
-
-def _run(params, feature_spec, device, batches, report, resume_dir, progress, config, ctx) -> None:
-    run_worker(params, feature_spec, device=device, batches=batches, report=report,
-               resume_dir=resume_dir, progress=progress,
-               progress_every_s=float(config.get("progress_every_s", 5.0)),
-               local_world_size=ctx.get_local_world_size(),
-               steps_per_epoch=config.get("steps_per_epoch"),
-               log=lambda m: print(m, flush=True),
-               on_epoch_start=_crash_hook(config.get("crash_once"), ctx.get_world_rank()))
+    if checkpoint is None:
+        run_worker(params, feature_spec, **kwargs)
+        return
+    with checkpoint.as_directory() as resume_dir:
+        run_worker(params, feature_spec, resume_dir=resume_dir, **kwargs)

@@ -39,6 +39,8 @@ from ads_ranking_pipelines.training.sharding import format_plan
 from ads_ranking_pipelines.training.spec import TrainJobSpec
 from ads_ranking_pipelines.training.train_loop import (
     DATASET_NAME,
+    SELECTION_METRIC,
+    VALID_DATASET_NAME,
     quiet_warnings,
     read_train_state,
     train_loop_per_worker,
@@ -60,6 +62,11 @@ class TrainResult:
     wall_seconds: float
     resumed_from_epoch: int = 0      # epochs already done when this run started (0: fresh)
     epoch_history: list[dict[str, Any]] = field(default_factory=list)
+    best_epoch: int = 0              # the epoch whose checkpoint became the model version
+    stopped_early: bool = False      # validation stopped improving before the epoch budget
+    valid_logloss: float | None = None
+    valid_auc: float | None = None
+    train_rows: int = 0
     checkpoint_paths: list[str] = field(default_factory=list)
     worker_restarts: int = 0         # times the worker group was restarted (and resumed) mid-run
 
@@ -83,11 +90,14 @@ def read_window(spec: TrainJobSpec, feature_spec: FeatureSpec):
         raise ValueError("train_days is empty")
     if not spec.source.uri:
         raise ValueError("spec.source.uri must be resolved before training")
-    days = [day_uri(spec.source.uri, d) for d in spec.train_days]
-    missing = [u for u in days if not fs.is_dir(u)]
+    from ads_ranking_pipelines.events.layout import part_uris
+
+    parts = {d: part_uris(spec.source.uri, d, spec.source.completeness) for d in spec.train_days}
+    missing = [day_uri(spec.source.uri, d) for d, p in parts.items() if not p]
     if missing:
         raise FileNotFoundError(f"training window has no events for {len(missing)} day(s): {missing}")
-    ds = ray.data.read_parquet(days, columns=feature_spec.read_columns, partitioning=None)
+    files = [fs.normalize(u) for d in spec.train_days for u in parts[d]]
+    ds = ray.data.read_parquet(files, columns=feature_spec.read_columns, partitioning=None)
     return ds.map_batches(_transform_batch, fn_kwargs={"spec": feature_spec}, batch_format="pyarrow")
 
 
@@ -103,6 +113,33 @@ def on_driver_node(ds):
     import ray.data
 
     return ray.data.from_arrow(ray.get(ds.to_arrow_refs()))
+
+
+def split_validation(ds, rows: int, fraction: float):
+    """(train, validation): the validation slice is the last ``fraction`` of the rows in time.
+
+    ``ds`` must be materialized in file order (days in order, rows in time order within a day).
+    Returns ``(ds, None)`` when there is nothing to hold out.
+    """
+    n_valid = int(round(rows * fraction))
+    if fraction <= 0 or n_valid < 1 or rows - n_valid < 1:
+        return ds, None
+    train, valid = ds.split_at_indices([rows - n_valid])
+    return train, valid
+
+
+def count_ids(ds, feature_spec: FeatureSpec) -> dict[str, Any]:
+    """How often each table row's id occurs in ``ds`` (transformed rows), per sparse column."""
+    import numpy as np
+
+    sizes = feature_spec.table_sizes
+    counts = {f: np.zeros(n, dtype=np.int64) for f, n in sizes.items()}
+    if not counts:
+        return {}
+    for batch in ds.iter_batches(batch_size=65_536, batch_format="numpy"):
+        for j, f in enumerate(feature_spec.sparse_columns):
+            counts[f] += np.bincount(batch["sparse"][:, j], minlength=sizes[f])
+    return {f: c.astype(np.float32) for f, c in counts.items()}
 
 
 def _resources(params: TrainingParams) -> dict[str, float]:
@@ -190,51 +227,94 @@ def _checkpoint_dirs(run_dir: str) -> list[str]:
             if n.startswith("checkpoint_") and fs.is_dir(fs.join(run_dir, n))]
 
 
-def train(spec: TrainJobSpec, reporter: Reporter, *,
-          worker_config: dict[str, Any] | None = None) -> TrainResult:
-    """Train ``spec`` and write its model version; see the module docstring.
+def _check_finished(last_state: dict[str, Any], params: TrainingParams) -> None:
+    done = int(last_state["epochs_done"])
+    if done != params.epochs and not last_state.get("stopped_early"):
+        raise RuntimeError(f"last checkpoint has {done} epoch(s), expected {params.epochs} "
+                           "or an early stop")
 
-    ``worker_config`` adds keys to the workers' config (``shuffle_buffer``, ``progress_every_s``,
-    and for tests ``crash_once``; see ``train_loop``).
-    """
-    import ray
-    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchConfig, TorchTrainer
-    from ray.util.queue import Queue
+
+def best_checkpoint(result: Any, best_epoch: int):
+    """The kept checkpoint of epoch ``best_epoch`` (the best validation loss of the run)."""
+    for ckpt, metrics in getattr(result, "best_checkpoints", None) or []:
+        if int(metrics.get("epoch", -1)) == best_epoch:
+            return ckpt
+    if result.checkpoint is not None:
+        with result.checkpoint.as_directory() as d:
+            if int(read_train_state(d)["epochs_done"]) == best_epoch:
+                return result.checkpoint
+    raise RuntimeError(f"the checkpoint of the best epoch ({best_epoch}) was not kept")
+
+
+@dataclass
+class _Window:
+    train: Any                       # Ray Dataset, shuffled
+    valid: Any | None                # Ray Dataset, the time-last slice, or None
+    rows: int
+    train_rows: int
+
+
+def prepare_window(spec: TrainJobSpec, feature_spec: FeatureSpec, reporter: Reporter) -> _Window:
+    """Read the window in time order, hold out its last part, shuffle the rest (all materialized)."""
+    import ray.data
 
     t0 = time.perf_counter()
     params = spec.params
-    feature_spec = FeatureSpec.from_source(spec.source, params.hash_buckets)
-    if not ray.is_initialized():
-        ray.init()
-
     reporter.log(f"reading {len(spec.train_days)} day(s) of events from {spec.source.uri}")
+    ray.data.DataContext.get_current().execution_options.preserve_order = True
     ds = on_driver_node(read_window(spec, feature_spec).materialize())
     rows = ds.count()
     if rows == 0:
         raise ValueError(f"the training window {[d.isoformat() for d in spec.train_days]} has no rows")
-    reporter.metrics("dataset", {"rows": rows, "days": len(spec.train_days),
-                                 "read_s": round(time.perf_counter() - t0, 2)})
+    train_ds, valid_ds = split_validation(ds, rows, params.validation_fraction)
+    # rows arrive in time order: shuffle them once (a batch of one hour's rows would teach the
+    # model, and the batch statistics of its dense normalization, that hour only); epochs
+    # reshuffle locally (shuffle_buffer)
+    train_ds = on_driver_node(train_ds.random_shuffle(seed=params.seed).materialize())
+    train_rows = train_ds.count()
+    reporter.metrics("dataset", {"rows": rows, "train_rows": train_rows, "valid_rows": rows - train_rows,
+                                 "days": len(spec.train_days), "read_s": round(time.perf_counter() - t0, 2)})
+    return _Window(train_ds, valid_ds, rows, train_rows)
 
-    # The queue lives on the driver's node: a lost worker node must not take the progress
-    # records (and the restart count derived from them) with it.
+
+def _progress_queue():
+    """A progress queue on the driver's node: a lost worker node must not take the progress
+    records (and the restart count derived from them) with it."""
+    import ray
+    from ray.util.queue import Queue
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    progress_q = Queue(maxsize=10_000, actor_options={
+    return Queue(maxsize=10_000, actor_options={
         "num_cpus": 0,
         "scheduling_strategy": NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False),
     })
-    config = {
+
+
+def _worker_config(params: TrainingParams, feature_spec: FeatureSpec, window: _Window, progress_q: Any,
+                  extra: dict[str, Any] | None) -> dict[str, Any]:
+    """The config every worker's ``train_loop_per_worker`` receives (see ``train_loop``)."""
+    counts = params.min_id_count > 1 or params.count_features
+    return {
         "params": params.model_dump(mode="json"),
         "feature_spec": dataclasses.asdict(feature_spec),
         "progress_queue": progress_q,
         "progress_every_s": 5.0,
         # Ray Train splits the dataset evenly over the workers (streaming_split, equal=True)
-        "steps_per_epoch": max(1, math.ceil((rows // params.num_workers) / params.batch_size)),
-        **(worker_config or {}),
+        "steps_per_epoch": max(1, math.ceil((window.train_rows // params.num_workers) / params.batch_size)),
+        "has_validation": window.valid is not None,
+        "shuffle_buffer": 4 * params.batch_size,
+        "id_counts": count_ids(window.train, feature_spec) if counts else None,
+        **(extra or {}),
     }
-    storage = fs.normalize(spec.ray_storage_uri)
-    trainer = TorchTrainer(
+
+
+def _trainer(spec: TrainJobSpec, config: dict[str, Any], window: _Window, storage: str):
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    params = spec.params
+    datasets = {DATASET_NAME: window.train, **({VALID_DATASET_NAME: window.valid} if window.valid is not None else {})}
+    return TorchTrainer(
         train_loop_per_worker,
         train_loop_config=config,
         scaling_config=ScalingConfig(num_workers=params.num_workers, use_gpu=params.uses_gpu,
@@ -244,11 +324,36 @@ def train(spec: TrainJobSpec, reporter: Reporter, *,
             name=spec.run_name,
             storage_path=storage,
             failure_config=FailureConfig(max_failures=params.max_failures),
-            checkpoint_config=CheckpointConfig(num_to_keep=CHECKPOINTS_TO_KEEP),
+            # the best epochs by validation loss, plus (always, for resuming) the latest
+            checkpoint_config=CheckpointConfig(num_to_keep=CHECKPOINTS_TO_KEEP,
+                                               checkpoint_score_attribute=SELECTION_METRIC,
+                                               checkpoint_score_order="min"),
         ),
-        datasets={DATASET_NAME: ds},
+        datasets=datasets,
     )
-    reporter.log(f"training {params.num_workers} worker(s) x {params.epochs} epoch(s) on {rows} rows "
+
+
+def train(spec: TrainJobSpec, reporter: Reporter, *,
+          worker_config: dict[str, Any] | None = None) -> TrainResult:
+    """Train ``spec`` and write its model version; see the module docstring.
+
+    ``worker_config`` adds keys to the workers' config (``shuffle_buffer``, ``progress_every_s``,
+    ``callbacks``; see ``train_loop``).
+    """
+    import ray
+
+    t0 = time.perf_counter()
+    params = spec.params
+    feature_spec = FeatureSpec.from_source(spec.source, params.hash_buckets)
+    if not ray.is_initialized():
+        ray.init()
+    window = prepare_window(spec, feature_spec, reporter)
+    progress_q = _progress_queue()
+    storage = fs.normalize(spec.ray_storage_uri)
+    trainer = _trainer(spec, _worker_config(params, feature_spec, window, progress_q, worker_config),
+                       window, storage)
+    reporter.log(f"training {params.num_workers} worker(s), at most {params.epochs} epoch(s), on "
+                 f"{window.train_rows} rows, validating on the last {window.rows - window.train_rows} "
                  f"({'GPU' if params.uses_gpu else 'CPU'}), run {spec.run_name} under {storage}")
     try:
         with _ProgressPump(progress_q, reporter) as pump:
@@ -260,57 +365,53 @@ def train(spec: TrainJobSpec, reporter: Reporter, *,
             pass
     if result.checkpoint is None:
         raise RuntimeError(f"training run {spec.run_name} finished without a checkpoint")
+    out = export_best(spec, feature_spec, result, pump, window, storage, reporter)
+    out.wall_seconds = round(time.perf_counter() - t0, 2)
+    reporter.log(f"model version {spec.model_version} written to {spec.model_uri} "
+                 f"(loss {out.final_loss:.5f}, {out.samples_per_s:.0f} samples/s, {out.wall_seconds:.1f}s)")
+    return out
 
-    checkpoint = result.checkpoint
+
+def export_best(spec: TrainJobSpec, feature_spec: FeatureSpec, result: Any, pump: _ProgressPump,
+                window: _Window, storage: str, reporter: Reporter) -> TrainResult:
+    """Write the best epoch's checkpoint as the model version; describe the run."""
+    params = spec.params
+    with result.checkpoint.as_directory() as ckpt_dir:
+        last_state = read_train_state(ckpt_dir)
+    _check_finished(last_state, params)
+    checkpoint = best_checkpoint(result, int(last_state.get("best_epoch") or last_state["epochs_done"]))
     with checkpoint.as_directory() as ckpt_dir:
         state = read_train_state(ckpt_dir)
         model = load_unsharded(ckpt_dir, params, feature_spec)
-    epochs_done = int(state["epochs_done"])
-    if epochs_done != params.epochs:
-        raise RuntimeError(f"last checkpoint has {epochs_done} epoch(s), expected {params.epochs}")
-    last = state.get("metrics", {})
-    history = pump.epochs or [last]
+    best = state.get("metrics", {})
     # epochs already done when the first worker group started (a re-launched run), and how
     # often the group was restarted (a lost worker) and resumed from a checkpoint
-    resumed_from = int(pump.starts[0]["epochs_done"]) if pump.starts else 0
     restarts = max(0, len(pump.starts) - 1)
     if restarts:
         reporter.log(f"the worker group was restarted {restarts} time(s) and resumed from checkpoints")
+    reporter.log(f"trained {last_state['epochs_done']} epoch(s)"
+                 + (" (stopped early: validation stopped improving)" if last_state.get("stopped_early") else "")
+                 + f"; keeping epoch {state['epochs_done']} (validation logloss "
+                 f"{best.get('valid_logloss', float('nan')):.5f}, auc {best.get('valid_auc', float('nan')):.4f})")
     plan = state.get("sharding_plan") or {}
     reporter.log("sharding plan:\n" + format_plan(plan))
-
-    run_dir = fs.join(storage, spec.run_name)
-    result_obj = TrainResult(
-        model_uri=spec.model_uri,
-        model_version=spec.model_version,
-        epochs=epochs_done,
-        final_loss=float(state["loss"]),
-        samples_per_s=float(last.get("samples_per_s", 0.0)),
-        rows=rows,
-        checkpoint_path=str(checkpoint.path),
-        sharding_plan=plan,
-        wall_seconds=0.0,
-        resumed_from_epoch=resumed_from,
-        epoch_history=history,
-        checkpoint_paths=_checkpoint_dirs(run_dir),
-        worker_restarts=restarts,
+    out = TrainResult(
+        model_uri=spec.model_uri, model_version=spec.model_version, epochs=int(last_state["epochs_done"]),
+        final_loss=float(last_state["loss"]),
+        samples_per_s=float(last_state.get("metrics", {}).get("samples_per_s", 0.0)),
+        rows=window.rows, checkpoint_path=str(checkpoint.path), sharding_plan=plan, wall_seconds=0.0,
+        resumed_from_epoch=int(pump.starts[0]["epochs_done"]) if pump.starts else 0,
+        epoch_history=pump.epochs or [last_state.get("metrics", {})],
+        checkpoint_paths=_checkpoint_dirs(fs.join(storage, spec.run_name)), worker_restarts=restarts,
+        best_epoch=int(state["epochs_done"]), stopped_early=bool(last_state.get("stopped_early")),
+        valid_logloss=best.get("valid_logloss"), valid_auc=best.get("valid_auc"), train_rows=window.train_rows,
     )
     save_model_version(spec.model_uri, model, params, feature_spec, extra_manifest={
-        "model_version": spec.model_version,
-        "code_version": spec.code_version,
-        "run_name": spec.run_name,
-        "train_days": [d.isoformat() for d in spec.train_days],
-        "source_uri": spec.source.uri,
-        "rows": rows,
-        "epochs": epochs_done,
-        "final_loss": result_obj.final_loss,
-        "samples_per_s": result_obj.samples_per_s,
-        "checkpoint_path": result_obj.checkpoint_path,
-        "sharding_plan": plan,
+        "model_version": spec.model_version, "code_version": spec.code_version, "run_name": spec.run_name,
+        "train_days": [d.isoformat() for d in spec.train_days], "source_uri": spec.source.uri,
+        "rows": window.rows, "train_rows": window.train_rows, "epochs": out.epochs, "best_epoch": out.best_epoch,
+        "valid_logloss": out.valid_logloss, "valid_auc": out.valid_auc, "final_loss": out.final_loss,
+        "samples_per_s": out.samples_per_s, "checkpoint_path": out.checkpoint_path, "sharding_plan": plan,
         "world_size": state.get("world_size"),
     })
-    result_obj.wall_seconds = round(time.perf_counter() - t0, 2)
-    reporter.log(f"model version {spec.model_version} written to {spec.model_uri} "
-                 f"(loss {result_obj.final_loss:.5f}, {result_obj.samples_per_s:.0f} samples/s, "
-                 f"{result_obj.wall_seconds:.1f}s)")
-    return result_obj
+    return out

@@ -17,7 +17,7 @@ from ads_ranking_pipelines.cli.pipeline import run_config
 from ads_ranking_pipelines.config.source import SourceConfig, SyntheticSpec
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.definitions import build_definitions
-from ads_ranking_pipelines.events.importers import import_criteo, shared_datasets_dir
+from ads_ranking_pipelines.events.importers import shared_datasets_dir
 from ads_ranking_pipelines_tests.conftest import wait_no_processes
 
 DAY = dt.date(2026, 3, 10)
@@ -81,22 +81,61 @@ def test_sigterm_mid_training_stops_job_and_cluster(ads_home, tmp_path):
     assert _no_model_versions(ads_home)
 
 
-@pytest.mark.ray
-@pytest.mark.integration
-def test_parquet_source_with_other_columns_trains_real_criteo_data(ads_home, environ, tmp_path):
-    """The public Criteo sample (label, I1..I13, C1..C26) trains without code changes."""
-    try:
-        shared_datasets_dir()
-    except Exception as exc:  # pragma: no cover - depends on the checkout
-        pytest.skip(f"../shared/datasets not available: {exc}")
-    source = import_criteo(str(tmp_path / "criteo"), DAY - dt.timedelta(days=3), 4)
-    params = SMALL.model_copy(update={"dataset_window_days": 3, "num_workers": 2, "epochs": 2})
+def _run(environ, params, source):
     job = build_definitions(environ).resolve_job_def("daily_retraining")
     with dg.DagsterInstance.get() as instance:
         result = job.execute_in_process(run_config=run_config(params, source), partition_key=DAY.isoformat(),
                                         instance=instance, raise_on_error=False)
     assert result.success, [e.message for e in result.all_events if e.is_failure]
-    ev = {k: v.value for m in result.asset_materializations_for_node("model_evaluation") for k, v in m.metadata.items()}
+    return {k: v.value for m in result.asset_materializations_for_node("model_evaluation")
+            for k, v in m.metadata.items()}
+
+
+@pytest.mark.ray
+@pytest.mark.integration
+def test_criteo_tsv_source_is_imported_on_first_use_and_trains(ads_home, environ, tmp_path):
+    """The public Criteo sample named as a criteo_tsv source: imported, trained, evaluated."""
+    datasets = shared_datasets_dir()
+    if datasets is None:
+        pytest.skip("../shared/datasets not available (public CTR samples; see its README)")
+    source = SourceConfig(kind="criteo_tsv", uri=str(datasets / "criteo-sample" / "train_head_10k.txt"),
+                          start_date=DAY - dt.timedelta(days=3), rows_per_day=2500)
+    params = SMALL.model_copy(update={"dataset_window_days": 3, "num_workers": 2, "epochs": 3})
+    ev = _run(environ, params, source)
     assert ev["rows"] == 2500 and 0.55 < ev["auc"] < 1.0 and 0.55 < ev["baseline_auc"] < 1.0
-    assert "oracle_auc" not in ev
+    assert ev["auc_ci_low"] < ev["auc"] < ev["auc_ci_high"] and 0.55 < ev["lr_auc"] < 1.0
+    assert "oracle_auc" not in ev and "specified_auc" not in ev
+    assert len(list(ads_home.glob("events/criteo_tsv-*/event_date=*/_SUCCESS"))) == 4
     assert wait_no_processes(str(ads_home)) == []
+
+
+@pytest.mark.ray
+@pytest.mark.integration
+def test_parquet_without_markers_string_categories_and_nulls_runs_with_completeness_none(
+        ads_home, environ, tmp_path):
+    """Another writer's days: no _SUCCESS, string categoricals, nullable dense, new ids on day D."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(5)
+    root = tmp_path / "other_writer"
+    for i in range(3):
+        day = DAY - dt.timedelta(days=2 - i)
+        n = 1500
+        cat = rng.integers(0, 40 if i < 2 else 80, n)            # day D also has ids 40..79
+        count = rng.poisson(3.0, n).astype("float")
+        count[rng.random(n) < 0.3] = np.nan                         # nullable dense
+        logit = -1.0 + np.where(cat % 2 == 0, 1.0, -1.0) + 0.2 * np.nan_to_num(count)
+        df = pd.DataFrame({"clk": (rng.random(n) < 1 / (1 + np.exp(-logit))).astype("int64"),
+                           "cnt": pd.array(count, dtype="Float64"),
+                           "site": [f"site-{c}" for c in cat], "dev": rng.choice(["a", "b", None], n)})
+        (root / f"event_date={day}").mkdir(parents=True)
+        df.to_parquet(root / f"event_date={day}" / "part-00000.parquet", index=False)
+    source = SourceConfig(kind="parquet", uri=str(root), completeness="none", label_column="clk",
+                          dense_columns=("cnt",), sparse_columns=("site", "dev"))
+    params = SMALL.model_copy(update={"dataset_window_days": 2, "num_workers": 1, "epochs": 3})
+    ev = _run(environ, params, source)
+    assert ev["rows"] == 1500 and 0.55 < ev["auc"] < 1.0
+    assert not list(root.glob("*/_SUCCESS"))                        # nothing written into their folders
+    with pytest.raises(AssertionError, match="no _SUCCESS|missing"):   # the default still wants markers
+        _run(environ, params, source.model_copy(update={"completeness": "success_marker"}))

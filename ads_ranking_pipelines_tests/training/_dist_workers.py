@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 
+import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -14,6 +15,7 @@ from ads_ranking_pipelines.training.batches import make_batch
 from ads_ranking_pipelines.training.model import build_model
 from ads_ranking_pipelines.training.sharding import shard_model
 from ads_ranking_pipelines.training.train_loop import (
+    read_train_state,
     load_checkpoint, quiet_warnings, run_worker, save_checkpoint, set_learning_rates,
 )
 
@@ -158,3 +160,45 @@ def run_worker_then_resume(rank: int, world: int, out_dir: str) -> None:
                    "second": {"start": second.start_epoch, "done": second.epochs_done,
                               "history": second.history, "step": second.global_step},
                    "reports": reports, "progress": progress}, f, default=str)
+
+
+class EpochRecorder:
+    """A train-loop callback that records the epochs it saw start."""
+
+    def __init__(self):
+        self.epochs = []
+
+    def on_epoch_start(self, rank, epoch):
+        self.epochs.append(epoch)
+
+
+def early_stopping(rank: int, world: int, out_dir: str, patience: int) -> None:
+    """Labels of pure noise: the model can only memorize, so validation loss soon gets worse."""
+    quiet_warnings()
+    spec = tiny_spec()
+    rng = np.random.default_rng(100 + rank)
+    data = toy_arrays(64 * 6, spec, seed=30 + rank)
+    data["label"] = (rng.random(len(data["label"])) < 0.5).astype(np.float32)
+    valid = toy_arrays(64 * 2, spec, seed=40 + rank)
+    valid["label"] = (rng.random(len(valid["label"])) < 0.5).astype(np.float32)
+
+    def batches(epoch):
+        for lo in range(0, len(data["label"]), 64):
+            yield {k: v[lo:lo + 64] for k, v in data.items()}
+
+    def valid_batches():
+        yield valid
+
+    reports = []
+
+    def report(metrics, ckpt_dir):
+        reports.append({**metrics, "state": read_train_state(ckpt_dir) if rank == 0 else None})
+
+    recorder = EpochRecorder()
+    summary = run_worker(tiny_params(epochs=30, early_stopping_patience=patience, learning_rate=0.05,
+                                     embedding_learning_rate=0.5),
+                         spec, device=torch.device("cpu"), batches=batches, report=report,
+                         valid_batches=valid_batches, log=lambda m: None, callbacks=[recorder])
+    with open(os.path.join(out_dir, f"early_r{rank}_p{patience}.json"), "w") as f:
+        json.dump({"done": summary.epochs_done, "best": summary.best_epoch, "stopped": summary.stopped_early,
+                   "reports": reports, "epochs_started": recorder.epochs}, f, default=str)

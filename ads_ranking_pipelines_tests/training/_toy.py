@@ -63,5 +63,6 @@ def write_days(root: str, days: list[dt.date], rows_per_day: int, seed: int = 0)
         folder = os.path.join(root, f"event_date={day.isoformat()}")
         os.makedirs(folder, exist_ok=True)
         df.to_parquet(os.path.join(folder, "part-0.parquet"), index=False)
+        open(os.path.join(folder, "_SUCCESS"), "w").close()      # the day is complete
         frames.append(df)
     return pd.concat(frames, ignore_index=True)

@@ -33,10 +33,51 @@ def test_architecture_follows_params():
     widths = [m.out_features for m in model.bottom if isinstance(m, torch.nn.Linear)]
     assert widths == [20, 7, 12]                    # projected to embedding_dim
     assert model.interaction.out_features == 12 + 5 * 4 // 2
-    assert model.top[0].in_features == model.interaction.out_features
+    # the top MLP sees the dots, the dense vector and the 4 embeddings themselves
+    assert model.top[0].in_features == model.interaction.out_features + 4 * 12
     assert model.head.out_features == 1
+    # wide part: the 3 dense inputs, their 3 missing flags... (tiny_spec has none) + 4 log-counts, + embeddings
+    assert model.wide.in_features == 3 + 4 + 4 * 12
     tables = {n: t.weight.shape for n, t in model.ebc.embedding_bags.items()}
     assert tables == {table_name(f"s{i}"): (spec.hash_buckets, 12) for i in range(4)}
+    plain = build_model(params.model_copy(update={"concat_embeddings": False, "wide": False,
+                                                  "count_features": False}), spec, "cpu")
+    assert plain.top[0].in_features == plain.interaction.out_features and plain.wide is None
+
+
+def test_per_feature_table_rows_and_widths_come_from_the_source():
+    from ads_ranking_pipelines.config.source import SourceConfig
+    from ads_ranking_pipelines.training.features import FeatureSpec
+
+    src = SourceConfig(kind="parquet", uri="/x", label_column="y", dense_columns=("d",),
+                       sparse_columns=("a", "b"), features={"a": {"hash_buckets": 10, "embedding_dim": 4}})
+    spec = FeatureSpec.from_source(src, hash_buckets=64)
+    assert spec.table_sizes == {"a": 10, "b": 64} and spec.num_dense == 2   # value + missing flag
+    model = build_model(tiny_params(embedding_dim=8), spec, "cpu")
+    assert model.ebc.embedding_bags[table_name("a")].weight.shape == (10, 4)
+    assert model.ebc.embedding_bags[table_name("b")].weight.shape == (64, 8)
+    assert set(model.proj) == {"a"}                                   # projected to 8 for the dots
+    out = model(torch.randn(5, 2), sparse_to_kjt(torch.tensor([[9, 63]] * 5), ["a", "b"]))
+    assert out.shape == (5,)
+
+
+def test_rare_and_unseen_ids_share_one_row_once_counts_are_set():
+    from ads_ranking_pipelines.training.model import set_id_counts
+
+    spec = tiny_spec(1, 2)
+    model = build_model(tiny_params(min_id_count=3), spec, "cpu")
+    kjt = sparse_to_kjt(torch.tensor([[5, 7], [6, 7], [0, 1]]), spec.sparse_columns)
+    same, _ = model.id_counts(kjt)
+    assert torch.equal(same.values(), kjt.values())          # no counts yet: nothing is rare
+    counts = {f: np.zeros(spec.hash_buckets, dtype=np.float32) for f in spec.sparse_columns}
+    counts["s0"][5], counts["s1"][7] = 3.0, 10.0              # s0: id 6 seen twice -> rare
+    counts["s0"][6] = 2.0
+    assert set_id_counts(model, counts) == 2
+    remapped, logcounts = model.id_counts(kjt)
+    assert remapped.to_dict()["s0"].values().tolist() == [5, 0, 0]
+    assert remapped.to_dict()["s1"].values().tolist() == [7, 7, 0]   # id 1 never seen
+    torch.testing.assert_close(logcounts, torch.log1p(torch.tensor([[3.0, 10.0], [2.0, 10.0], [0.0, 0.0]])))
+    assert model.id_counts.has_counts.item() == 1.0 and "id_counts.counts_s0" in model.state_dict()
 
 
 def test_meta_device_allocates_nothing():
@@ -146,4 +187,5 @@ def test_dense_normalization_is_part_of_the_model_state_and_can_be_turned_off():
     meta = build_model(tiny_params(), spec, "meta")
     meta.to_empty(device="cpu")
     meta.dense_norm.reset_parameters()
-    assert meta.dense_norm.running_var.tolist() == [1.0] * spec.num_dense
+    # (the dense inputs plus one log-count per sparse feature)
+    assert meta.dense_norm.running_var.tolist() == [1.0] * (spec.num_dense + len(spec.sparse_columns))

@@ -78,8 +78,12 @@ def test_train_two_workers_checkpoints_each_epoch_resumes_and_exports(local_ray,
         "model_version": "v2", "model_uri": str(tmp_path / "models" / "v2")})
     marker = tmp_path / "crashed"
     rep2 = ListReporter()
-    result = train(spec2, rep2, worker_config={
-        "crash_once": {"rank": 1, "epoch": 2, "marker": str(marker)}})
+    from ray import cloudpickle
+
+    from . import _faults
+
+    cloudpickle.register_pickle_by_value(_faults)    # Ray workers need not import the tests
+    result = train(spec2, rep2, worker_config={"callbacks": [_faults.CrashOnce(1, 2, str(marker))]})
     assert marker.exists()
     assert result.epochs == 2 and result.resumed_from_epoch == 1 and result.worker_restarts == 1
     assert [e["epoch"] for e in result.epoch_history] == [2]
@@ -93,6 +97,10 @@ def test_train_two_workers_checkpoints_each_epoch_resumes_and_exports(local_ray,
         assert {".metadata", "__0_0.distcp", "__1_0.distcp", TRAIN_STATE_FILE} <= files, files
         assert read_train_state(path)["epochs_done"] == epoch
     assert result.checkpoint_path in result.checkpoint_paths
+    # the version is the epoch with the best validation loss (the last 10 % of the window)
+    manifest = read_manifest(result.model_uri)
+    assert result.best_epoch in (1, 2) and manifest["best_epoch"] == result.best_epoch
+    assert result.train_rows == 3600 and np.isfinite(manifest["valid_logloss"])
 
     # every table has a home, and the manifest carries the plan
     assert sorted(result.sharding_plan) == sorted(f"t_{c}" for c in SourceConfig().sparse_columns)
