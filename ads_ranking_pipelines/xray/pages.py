@@ -46,9 +46,13 @@ async def rows_fragment(request: Request) -> Response:
 async def _cluster_context(request: Request) -> dict:
     svc = service(request)
     row = await run_in_threadpool(svc.find, ref_from(request))
-    jobs = await run_in_threadpool(svc.jobs, row)
-    pods = await run_in_threadpool(svc.pods, row)
-    return {"row": row, "jobs": jobs, "pods": pods}
+    jobs, pods, notes = [], [], []
+    try:
+        jobs = await run_in_threadpool(svc.jobs, row)
+        pods = await run_in_threadpool(svc.pods, row)
+    except Exception as exc:  # noqa: BLE001 - a cluster still starting has no job API yet
+        notes.append(f"jobs of {row.name} unavailable: {' '.join(str(exc).split())[:300]}")
+    return {"row": row, "jobs": jobs, "pods": pods, "job_notes": notes}
 
 
 async def cluster_page(request: Request) -> Response:
