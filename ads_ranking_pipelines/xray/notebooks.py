@@ -127,6 +127,8 @@ class Notebooks:
         cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--ServerApp.ip={HOST}",
                f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
                f"--ServerApp.root_dir={root}"]
+        if os.geteuid() == 0:  # containers and CI run as root; Jupyter refuses without this
+            cmd.append("--allow-root")
         with open(state.log_file, "ab") as log:
             proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True, cwd=root)

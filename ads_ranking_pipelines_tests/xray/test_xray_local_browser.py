@@ -51,7 +51,9 @@ def server(home: Path):
 @pytest.fixture(scope="module")
 def page(server: XrayServer):
     with chromium() as browser:
-        context = browser.new_context(viewport={"width": 1500, "height": 1000})
+        # bypass_csp: the test's own probes evaluate JavaScript, and inert markup must be
+        # inert because it is escaped, not only because the CSP forbids inline script.
+        context = browser.new_context(viewport={"width": 1500, "height": 1000}, bypass_csp=True)
         pg = context.new_page()
         pg.set_default_timeout(30_000)
         yield pg
