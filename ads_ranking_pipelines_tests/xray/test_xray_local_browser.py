@@ -9,6 +9,7 @@ import json
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,7 @@ pytestmark = pytest.mark.ray
 
 NAME = "xr-local"
 XSS_OWNER = "<script>window.__x=1</script><img src=x onerror=window.__x=2>"
+TIMINGS: dict[str, float] = {}  # printed at the end (pytest -s): what the browser waited for
 
 
 @pytest.fixture(scope="module")
@@ -75,10 +77,12 @@ def cluster(home: Path, server: XrayServer, page) -> LocalRayCluster:
         page.fill("input[name=workers]", "1")
         page.click("#review")
         expect(page.locator("h1")).to_contain_text(f"Create local cluster {NAME}")
+        started = time.monotonic()
         page.click("#create")
         page.wait_for_url(re.compile(rf"/clusters/{NAME}\?"))
         expect(page.locator("#cluster-status")).to_have_text("running", timeout=240_000)
         expect(page.locator("#cluster-workers")).to_have_text("1/1", timeout=120_000)
+        TIMINGS["create (form submit to 1/1 workers shown)"] = time.monotonic() - started
         found = LocalRayCluster.find(NAME, state_dir(home))
         assert found is not None and found.alive()
         yield found
@@ -86,6 +90,7 @@ def cluster(home: Path, server: XrayServer, page) -> LocalRayCluster:
         leftover = LocalRayCluster.find(NAME, state_dir(home))
         if leftover is not None:
             leftover.stop()
+        print("X-Ray browser timings (s):", {k: round(v, 1) for k, v in TIMINGS.items()})
 
 
 def row(page, name: str = NAME):
@@ -215,9 +220,11 @@ def test_notebook_starts_answers_with_its_token_and_stops(page, server, cluster,
 
     page.goto(f"{server.url}/clusters/{NAME}?backend=local")
     page.fill("#notebook input[name=owner]", "nora")
+    started = time.monotonic()
     page.click("#notebook-start")
     link = page.locator("#notebook-link")
     expect(link).to_be_visible(timeout=120_000)
+    TIMINGS["notebook start (click to link)"] = time.monotonic() - started
     url = link.get_attribute("href")
     base = url.split("lab?")[0]
     token = url.split("token=")[1]
@@ -232,6 +239,7 @@ def test_notebook_starts_answers_with_its_token_and_stops(page, server, cluster,
     assert token.encode() not in Path(f"/proc/{nb_state['pid']}/cmdline").read_bytes()
     page.goto(server.url + "/")
     expect(row(page).locator(".notebook-owner")).to_have_text("nora")
+    screenshot(page, "xray-table-notebook.png")
     page.goto(f"{server.url}/clusters/{NAME}?backend=local")
     page.click("#notebook-stop")
     expect(page.locator("#notebook-start")).to_be_visible()
@@ -254,8 +262,10 @@ def test_delete_asks_then_removes_the_cluster_and_its_processes(page, server, cl
     expect(page.locator("#form-error")).to_contain_text("nothing was deleted")
     assert cluster.alive()
     page.fill("#confirm-name", NAME)
+    started = time.monotonic()
     page.click("#confirm-delete")
     page.wait_for_url(re.compile(r"/\?notice="), timeout=120_000)
+    TIMINGS["delete (confirm to table)"] = time.monotonic() - started
     expect(page.locator("#notice")).to_have_text(f"deleted local cluster {NAME}")
     expect(row(page)).to_have_count(0)
     assert not (state_dir(home) / f"{NAME}.json").exists()
