@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import warnings
 from pathlib import Path
 
 import pytest
 from starlette.routing import Route
-from starlette.testclient import TestClient
 
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.settings import Settings
@@ -18,6 +18,10 @@ from ads_ranking_pipelines.xray.local_source import Starting
 from ads_ranking_pipelines.xray.security import CSRF_COOKIE, SESSION_COOKIE, session_value
 from ads_ranking_pipelines.xray.server import RedactTokens, UnsafeBind, check_bind
 from ads_ranking_pipelines.xray.settings import KubeSettings, XraySettings
+
+with warnings.catch_warnings():  # Starlette 1.10 suggests httpx2 for its test client
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from starlette.testclient import TestClient
 
 TOKEN = "s3cret-xray-token"
 
