@@ -20,7 +20,7 @@ from ads_ranking_pipelines.xray.server import RedactTokens, UnsafeBind, check_bi
 from ads_ranking_pipelines.xray.settings import KubeSettings, XraySettings
 
 with warnings.catch_warnings():  # Starlette 1.10 suggests httpx2 for its test client
-    warnings.simplefilter("ignore", DeprecationWarning)
+    warnings.simplefilter("ignore")
     from starlette.testclient import TestClient
 
 TOKEN = "s3cret-xray-token"
