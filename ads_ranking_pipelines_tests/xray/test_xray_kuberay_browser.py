@@ -67,74 +67,97 @@ def seed_markup_cluster(fake: FakeKubeApiServer) -> None:
 
 
 def test_kuberay_list_create_log_delete(kube_xray) -> None:
-    from playwright.sync_api import expect
-
     server, fake = kube_xray
     seed_markup_cluster(fake)
     with chromium() as browser:
         page = browser.new_context(viewport={"width": 1500, "height": 1000},
                                    bypass_csp=True).new_page()
         page.set_default_timeout(30_000)
-        page.goto(server.url + "/")
-        theirs = page.locator('tr[data-cluster="theirs"]')
-        expect(theirs.locator("td.owner")).to_have_text(XSS)
-        assert theirs.locator("td.owner script").count() == 0
-        assert page.evaluate("typeof window.__k") == "undefined"
-        expect(theirs.locator("a.dagster-run")).to_have_attribute(
-            "href", "http://dagster.example:3000/runs/8f1d6c1e-0000-4000-8000-000000000001")
-        expect(page.locator(".warning")).to_contain_text(f"KubeRay namespace {FORBIDDEN}: forbidden")
-
-        # Create from the template: the manifest is shown before anything is sent.
-        page.goto(server.url + "/clusters/new")
-        page.select_option("select[name=backend]", "kuberay")
-        page.fill("input[name=name]", "alice-l4")
-        page.select_option("select[name=gpu_pool]", "l4")
-        page.fill("input[name=gpus_per_worker]", "9")
-        page.fill("input[name=cpus_per_worker]", "8")
-        page.fill("input[name=memory_per_worker]", "32Gi")
-        page.click("#review")
-        expect(page.locator(".form-error")).to_contain_text(
-            "invalid --gpus-per-worker (gpus_per_worker) = 9")
-        page.fill("input[name=gpus_per_worker]", "1")
-        before = len(fake.requests)
-        page.click("#review")
-        manifest = page.locator("#manifest")
-        expect(manifest).to_contain_text("kind: RayCluster")
-        expect(manifest).to_contain_text("nvidia.com/gpu: '1'")
-        assert len(fake.requests) == before  # reviewing sends nothing
-        page.click("#create")
-        page.wait_for_url(re.compile(r"/clusters/alice-l4\?"))
-        expect(page.locator("#cluster-status")).to_have_text("ready", timeout=30_000)
-        created = fake.get(RAYCLUSTERS, NS, "alice-l4")
-        assert created["metadata"]["labels"][LABEL_OWNER] == "alice"
-
-        page.goto(server.url + "/")
-        mine = page.locator('tr[data-cluster="alice-l4"]')
-        expect(mine.locator("td.gpu-type")).to_have_text("nvidia-l4")
-        expect(mine.locator("td.gpus")).to_have_text("1")
-        expect(mine.locator("td.workers")).to_have_text("1/1")
-        expect(mine.locator("td.status")).to_have_text("ready")
-        assert "HeadPodReady" in (mine.locator("td.status").get_attribute("title") or "")
-        screenshot(page, "xray-kuberay-table.png")
-        api = requests.get(f"{server.url}/api/clusters?pool=l4", timeout=10).json()
-        assert [c["name"] for c in api["clusters"]] == ["alice-l4"]
-        assert "not-a-real-token" not in requests.get(f"{server.url}/api/clusters", timeout=10).text
-
-        # A RayJob on the cluster: its submitter's log streams into the page.
-        backend = KubeRayBackend(client_for(fake), load_catalog(), poll_interval_s=0.05)
-        job = backend.submit_to_cluster(NS, "alice-l4", JobSpec(submission_id="j1",
-                                                                entrypoint="python -c 1"))
-        page.goto(f"{server.url}/clusters/alice-l4/jobs/{job}?backend=kuberay&namespace={NS}")
-        expect(page.locator("#log")).to_contain_text("hello from kuberay <i>x</i>")
-        assert page.locator("#log i").count() == 0
-        expect(page.locator("#log-state")).to_contain_text("complete", timeout=30_000)
-
-        # Delete, after confirming.
-        page.goto(f"{server.url}/clusters/alice-l4?backend=kuberay&namespace={NS}")
-        page.click("#delete-link")
-        page.fill("#confirm-name", "alice-l4")
-        page.click("#confirm-delete")
-        expect(page.locator("#notice")).to_have_text("deleted kuberay cluster alice-l4")
-        wait_until(lambda: fake.get(RAYCLUSTERS, NS, "alice-l4") is None, 15,
-                   what="RayCluster deleted")
+        check_listing(page, server)
+        create_through_the_form(page, server, fake)
+        check_created_row(page, server)
+        stream_a_job_log(page, server, fake)
+        delete_after_confirming(page, server, fake)
     assert fake.leftovers() == []
+
+
+def check_listing(page, server) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(server.url + "/")
+    theirs = page.locator('tr[data-cluster="theirs"]')
+    expect(theirs.locator("td.owner")).to_have_text(XSS)
+    assert theirs.locator("td.owner script").count() == 0
+    assert page.evaluate("typeof window.__k") == "undefined"
+    expect(theirs.locator("a.dagster-run")).to_have_attribute(
+        "href", "http://dagster.example:3000/runs/8f1d6c1e-0000-4000-8000-000000000001")
+    expect(page.locator(".warning")).to_contain_text(f"KubeRay namespace {FORBIDDEN}: forbidden")
+
+
+def create_through_the_form(page, server, fake) -> None:
+    """The manifest is shown before anything is sent; errors name the field."""
+    from playwright.sync_api import expect
+
+    page.goto(server.url + "/clusters/new")
+    page.select_option("select[name=backend]", "kuberay")
+    page.fill("input[name=name]", "alice-l4")
+    page.select_option("select[name=gpu_pool]", "l4")
+    page.fill("input[name=gpus_per_worker]", "9")
+    page.fill("input[name=cpus_per_worker]", "8")
+    page.fill("input[name=memory_per_worker]", "32Gi")
+    page.click("#review")
+    expect(page.locator(".form-error")).to_contain_text(
+        "invalid --gpus-per-worker (gpus_per_worker) = 9")
+    page.fill("input[name=gpus_per_worker]", "1")
+    before = len(fake.requests)
+    page.click("#review")
+    manifest = page.locator("#manifest")
+    expect(manifest).to_contain_text("kind: RayCluster")
+    expect(manifest).to_contain_text("nvidia.com/gpu: '1'")
+    assert len(fake.requests) == before  # reviewing sends nothing
+    page.click("#create")
+    page.wait_for_url(re.compile(r"/clusters/alice-l4\?"))
+    expect(page.locator("#cluster-status")).to_have_text("ready", timeout=30_000)
+    created = fake.get(RAYCLUSTERS, NS, "alice-l4")
+    assert created["metadata"]["labels"][LABEL_OWNER] == "alice"
+
+
+def check_created_row(page, server) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(server.url + "/")
+    mine = page.locator('tr[data-cluster="alice-l4"]')
+    expect(mine.locator("td.gpu-type")).to_have_text("nvidia-l4")
+    expect(mine.locator("td.gpus")).to_have_text("1")
+    expect(mine.locator("td.workers")).to_have_text("1/1")
+    expect(mine.locator("td.status")).to_have_text("ready")
+    assert "HeadPodReady" in (mine.locator("td.status").get_attribute("title") or "")
+    screenshot(page, "xray-kuberay-table.png")
+    api = requests.get(f"{server.url}/api/clusters?pool=l4", timeout=10).json()
+    assert [c["name"] for c in api["clusters"]] == ["alice-l4"]
+    assert "not-a-real-token" not in requests.get(f"{server.url}/api/clusters", timeout=10).text
+
+
+def stream_a_job_log(page, server, fake) -> None:
+    """A RayJob on the cluster: its submitter's log streams into the page, as text."""
+    from playwright.sync_api import expect
+
+    backend = KubeRayBackend(client_for(fake), load_catalog(), poll_interval_s=0.05)
+    job = backend.submit_to_cluster(NS, "alice-l4", JobSpec(submission_id="j1",
+                                                            entrypoint="python -c 1"))
+    page.goto(f"{server.url}/clusters/alice-l4/jobs/{job}?backend=kuberay&namespace={NS}")
+    expect(page.locator("#log")).to_contain_text("hello from kuberay <i>x</i>")
+    assert page.locator("#log i").count() == 0
+    expect(page.locator("#log-state")).to_contain_text("complete", timeout=30_000)
+
+
+def delete_after_confirming(page, server, fake) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(f"{server.url}/clusters/alice-l4?backend=kuberay&namespace={NS}")
+    page.click("#delete-link")
+    page.fill("#confirm-name", "alice-l4")
+    page.click("#confirm-delete")
+    expect(page.locator("#notice")).to_have_text("deleted kuberay cluster alice-l4")
+    wait_until(lambda: fake.get(RAYCLUSTERS, NS, "alice-l4") is None, 15,
+               what="RayCluster deleted")
