@@ -4,7 +4,7 @@
 ``GET /api/clusters/{name}/jobs``, ``GET /api/clusters/{name}/jobs/{id}/logs`` (a
 ``text/event-stream``: one ``data:`` event per log line, JSON-encoded, then ``event: end``),
 ``GET /api/pools``, ``POST /api/clusters`` (the create form's fields as JSON),
-``POST /api/clusters/{name}/delete``, ``POST /api/clusters/{name}/notebook`` and
+``POST /api/clusters/{name}/delete``, ``POST /api/clusters/{name}/notebook[?owner=]`` and
 ``POST /api/clusters/{name}/notebook/stop``. ``{name}`` routes take ``?backend=&namespace=``
 when a name is not unique.
 """
@@ -116,7 +116,8 @@ async def notebook_start(request: Request) -> Response:
     svc = service(request)
     await check_csrf(request)
     row = await run_in_threadpool(svc.find, ref_from(request))
-    state = await run_in_threadpool(svc.start_notebook, row, svc.settings.default_owner)
+    owner = (request.query_params.get("owner") or svc.settings.default_owner).strip()[:63]
+    state = await run_in_threadpool(svc.start_notebook, row, owner)
     return JSONResponse({"cluster": row.name, "owner": state.owner, "url": state.url,
                          "pid": state.pid})
 

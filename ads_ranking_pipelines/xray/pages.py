@@ -12,6 +12,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from ads_ranking_pipelines.cli import render as cli_render
+from ads_ranking_pipelines.cli.backend_factory import request_error
 from ads_ranking_pipelines.config.validation import RequestError
 from ads_ranking_pipelines.xray import forms
 from ads_ranking_pipelines.xray.rows import Filters
@@ -105,8 +106,6 @@ async def review_cluster(request: Request) -> Response:
         try:
             manifest = cli_render.dump(svc.kuberay.render(result.request), "yaml")
         except RequestError as exc:  # rules only the rendered manifest can break
-            from ads_ranking_pipelines.cli.backend_factory import request_error
-
             result.errors.append(request_error(exc))
             return _form(request, result, 400)
     return render(request, "review.html", req=result.request, backend=result.values["backend"],
