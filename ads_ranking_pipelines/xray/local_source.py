@@ -33,7 +33,8 @@ class Starting:
 class LocalSource:
     backend = "local"
 
-    def __init__(self, state_dir: str, start_timeout_s: float = 180.0) -> None:
+    def __init__(self, state_dir: str, start_timeout_s: float = 900.0) -> None:
+        # 900 s: the default of `ads-ranking cluster create --timeout`.
         self.state_dir = state_dir
         self.start_timeout_s = start_timeout_s
         self._lock = threading.Lock()

@@ -80,7 +80,9 @@ def cluster(home: Path, server: XrayServer, page) -> LocalRayCluster:
         started = time.monotonic()
         page.click("#create")
         page.wait_for_url(re.compile(rf"/clusters/{NAME}\?"))
-        expect(page.locator("#cluster-status")).to_have_text("running", timeout=240_000)
+        status = page.locator("#cluster-status")
+        expect(status).to_have_text(re.compile("running|failed"), timeout=600_000)
+        assert status.inner_text() == "running", page.locator("dd").nth(1).inner_text()
         expect(page.locator("#cluster-workers")).to_have_text("1/1", timeout=120_000)
         TIMINGS["create (form submit to 1/1 workers shown)"] = time.monotonic() - started
         found = LocalRayCluster.find(NAME, state_dir(home))
