@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from ads_ranking_pipelines.cli import cluster, events, job, pipeline, pools
+from ads_ranking_pipelines.cli import cluster, events, job, pipeline, pools, xray
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Daily ads-ranking retraining on Ray, orchestrated by Dagster.")
@@ -17,6 +17,7 @@ app.add_typer(pools.app, name="pools")
 app.add_typer(cluster.app, name="cluster")
 app.add_typer(job.app, name="job")
 app.add_typer(events.app, name="events")
+app.add_typer(xray.app, name="xray")
 
 
 def main() -> None:

@@ -1,0 +1,150 @@
+"""Managed RayClusters on KubeRay, over the KubeRay backend's public methods (the ones
+``ads-ranking cluster`` uses): list per namespace, get with pods, create, delete, RayJobs on a
+cluster and their submitter logs.
+
+A namespace the user may not read (403) is reported as a note, not an error page. API errors
+are caught broadly here on purpose: the client module is being moved, and only its ``status``
+attribute (HTTP status) is relied on.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from ads_ranking_pipelines.backends.kuberay import ClusterInfo, KubeRayBackend, job_status_from_rayjob
+from ads_ranking_pipelines.backends.kuberay.status import CLUSTER_NAME_LABEL
+from ads_ranking_pipelines.config.cluster import ClusterRequest
+from ads_ranking_pipelines.config.pools import PoolCatalog
+from ads_ranking_pipelines.kuberay.labels import LABEL_DAGSTER_RUN_ID, LABEL_TEAM
+from ads_ranking_pipelines.kuberay.pod import GPU_RESOURCE
+from ads_ranking_pipelines.kuberay.raycluster import build_raycluster
+
+from ads_ranking_pipelines.xray.local_jobs import JobRow
+from ads_ranking_pipelines.xray.rows import ClusterRow
+from ads_ranking_pipelines.xray.settings import KubeSettings
+
+
+def _gpus_per_worker(spec: Mapping[str, Any]) -> int:
+    for group in spec.get("workerGroupSpecs") or []:
+        for container in ((group.get("template") or {}).get("spec") or {}).get("containers") or []:
+            limits = (container.get("resources") or {}).get("limits") or {}
+            if GPU_RESOURCE in limits:
+                return int(limits[GPU_RESOURCE])
+    return 0
+
+
+def _conditions(status: Mapping[str, Any]) -> str:
+    """KubeRay's conditions, e.g. ``HeadPodReady, RayClusterProvisioned`` (True ones), plus a
+    failing reason when one is set."""
+    true = [c.get("type", "?") for c in status.get("conditions") or [] if c.get("status") == "True"]
+    text = ", ".join(true)
+    if status.get("reason"):
+        text = f"{text}; {status['reason']}: {status.get('message') or ''}".strip("; ")
+    return text
+
+
+def _time(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def api_error(exc: Exception) -> str:
+    status = getattr(exc, "status", None)
+    if status == 403:
+        return "forbidden: you may not list RayClusters here (HTTP 403)"
+    return " ".join(str(exc).split())
+
+
+class KubeRaySource:
+    backend = "kuberay"
+
+    def __init__(self, kube: KubeSettings, catalog: PoolCatalog) -> None:
+        self.kube = kube
+        self.catalog = catalog
+        self._backend: KubeRayBackend | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def namespaces(self) -> tuple[str, ...]:
+        return self.kube.namespaces
+
+    def client(self) -> KubeRayBackend:
+        """The backend, made on first use (a kubeconfig error surfaces on the page)."""
+        from ads_ranking_pipelines.kuberay.client import RetryPolicy
+
+        with self._lock:
+            if self._backend is None:
+                self._backend = KubeRayBackend.from_kube_config(
+                    self.catalog, in_cluster=self.kube.in_cluster, context=self.kube.context,
+                    config_file=self.kube.config_file, poll_interval_s=0.5,
+                    retry=RetryPolicy(max_attempts=2, initial_delay_s=0.2, max_delay_s=1.0))
+            return self._backend
+
+    def rows(self) -> tuple[list[ClusterRow], list[str]]:
+        rows, notes = [], []
+        for ns in self.namespaces:
+            try:
+                infos = self.client().list_clusters(ns)
+            except Exception as exc:  # noqa: BLE001 - see the module docstring
+                notes.append(f"KubeRay namespace {ns}: {api_error(exc)}")
+                continue
+            rows.extend(self.row(i) for i in infos)
+        return rows, notes
+
+    @staticmethod
+    def row(info: ClusterInfo) -> ClusterRow:
+        obj = info.detail
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        return ClusterRow(
+            name=info.name, backend="kuberay", namespace=info.namespace, owner=info.owner,
+            team=labels.get(LABEL_TEAM, "?"), pool=info.pool, gpu_type=info.gpu_type,
+            workers_ready=info.workers_ready, workers_desired=info.workers_desired,
+            gpus_per_worker=_gpus_per_worker(obj.get("spec") or {}), status=info.status,
+            created_at=info.created_at, status_detail=_conditions(obj.get("status") or {}),
+            dashboard=info.dashboard, dagster_run_id=labels.get(LABEL_DAGSTER_RUN_ID),
+        )
+
+    def describe(self, namespace: str, name: str) -> tuple[ClusterRow, list[dict[str, Any]]]:
+        from ads_ranking_pipelines.backends.kuberay import cluster_info
+
+        obj, pods = self.client().get_cluster(namespace, name)
+        pod_rows = [{"name": p["metadata"]["name"],
+                     "node_type": (p["metadata"].get("labels") or {}).get("ray.io/node-type"),
+                     "phase": (p.get("status") or {}).get("phase")} for p in pods]
+        return self.row(cluster_info(obj)), pod_rows
+
+    # ---- jobs ------------------------------------------------------------------------------
+    def jobs(self, namespace: str, name: str) -> list[JobRow]:
+        rows = []
+        for obj in self.client().list_jobs(namespace):
+            labels = obj["metadata"].get("labels") or {}
+            if labels.get(CLUSTER_NAME_LABEL) != name:
+                continue
+            status = obj.get("status") or {}
+            state = job_status_from_rayjob(status)
+            rows.append(JobRow(obj["metadata"]["name"], state.state.value,
+                               (obj.get("spec") or {}).get("entrypoint", ""),
+                               _time(status.get("startTime")), _time(status.get("endTime")),
+                               state.message))
+        return sorted(rows, key=lambda r: r.start_time or 0, reverse=True)
+
+    def follow_log(self, namespace: str, job: str) -> Iterator[str]:
+        return self.client().job_logs(namespace, job, follow=True)
+
+    # ---- create / delete -------------------------------------------------------------------
+    def render(self, request: ClusterRequest) -> dict[str, Any]:
+        """The manifest ``create`` sends (``ads-ranking cluster render`` prints the same)."""
+        return build_raycluster(request, self.catalog)
+
+    def create(self, request: ClusterRequest) -> ClusterRow:
+        return self.row(self.client().create_cluster(request, wait=False))
+
+    def delete(self, namespace: str, name: str) -> bool:
+        return self.client().delete_cluster(namespace, name, wait=False)
