@@ -8,18 +8,15 @@ STAMP  := $(VENV)/.installed
 export ADS_RANKING_HOME ?= $(CURDIR)/.ads_ranking
 export DAGSTER_HOME     ?= $(CURDIR)/.dagster_home
 
-.PHONY: venv run test ui bench clean
+.PHONY: venv run test ui bench clean image push
 
 venv: $(STAMP)
 
-# torch first (the CPU build; pip left free to choose pulls CUDA), then torchrec without
-# its CUDA fbgemm-gpu dependency, then the project pinned by constraints.txt.
-$(STAMP): pyproject.toml constraints.txt
+# The pinned install sequence (torch first, torchrec --no-deps, the project with constraints.txt)
+# lives in scripts/install.sh, shared with the Dockerfile.
+$(STAMP): pyproject.toml constraints.txt scripts/install.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -c constraints.txt torch==2.13.0
-	$(PIP) install -q --no-deps torchrec==1.8.0
-	$(PIP) install -q -c constraints.txt -e '.[dev]'
+	bash scripts/install.sh --variant cpu --editable --extras dev -- $(PIP)
 	touch $(STAMP)
 
 run: venv
@@ -36,6 +33,25 @@ ui: venv
 
 bench: venv
 	$(PY) -m benchmarks.run_all
+
+# The Ray image for KubeRay (Dockerfile): make image IMAGE=REGISTRY/ads-ranking-pipelines:TAG
+# [VARIANT=gpu], then make push IMAGE=... . Needs a Docker engine (not on the dev machines).
+IMAGE         ?=
+VARIANT       ?= cpu
+RAY_IMAGE_TAG ?= 2.60.0-py311
+image: venv
+	@test -n "$(IMAGE)" || { echo "usage: make image IMAGE=REGISTRY/ads-ranking-pipelines:TAG [VARIANT=cpu|gpu]" >&2; exit 2; }
+	docker build \
+	  --build-arg VARIANT=$(VARIANT) \
+	  --build-arg BASE_IMAGE=rayproject/ray:$(RAY_IMAGE_TAG)-$(VARIANT) \
+	  $(if $(filter gpu,$(VARIANT)),--build-arg TORCH_INDEX_URL=,) \
+	  --build-arg GIT_COMMIT=$$(git rev-parse HEAD) \
+	  --build-arg CODE_VERSION=$$($(PY) -m ads_ranking_pipelines.version) \
+	  -t $(IMAGE) .
+
+push:
+	@test -n "$(IMAGE)" || { echo "usage: make push IMAGE=REGISTRY/ads-ranking-pipelines:TAG" >&2; exit 2; }
+	docker push $(IMAGE)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

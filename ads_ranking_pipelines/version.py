@@ -33,3 +33,7 @@ def code_version(environ: Mapping[str, str]) -> str:
         return environ[CODE_VERSION_ENV]
     rev = _git_revision()
     return f"{__version__}+g{rev}" if rev else __version__
+
+
+if __name__ == "__main__":  # `python -m ads_ranking_pipelines.version`: what `make image` records
+    print(code_version(os.environ))

@@ -36,19 +36,24 @@ class LocalRayBackend(RayBackend):
     """Starts a head + ``request.workers`` worker nodes on 127.0.0.1 for each session.
 
     ``state_dir`` holds one JSON file per running cluster so the CLI can find clusters again
-    from another process. ``replace_dead_workers`` restarts worker nodes that die.
+    from another process. ``replace_dead_workers`` restarts worker nodes that die. A session's
+    cluster records ``run_id`` (the Dagster run) and this process, so the garbage collector
+    can stop it if this process dies without tearing it down.
     """
 
     name = "local"
 
-    def __init__(self, state_dir: str | Path, replace_dead_workers: bool = True, start_timeout_s: float = 120):
+    def __init__(self, state_dir: str | Path, replace_dead_workers: bool = True,
+                 start_timeout_s: float = 120, run_id: str | None = None):
         self.state_dir = Path(state_dir)
         self.replace_dead_workers = replace_dead_workers
         self.start_timeout_s = start_timeout_s
+        self.run_id = run_id
 
     @contextlib.contextmanager
     def session(self, request: ClusterRequest) -> Iterator[LocalClusterSession]:
-        cluster = LocalRayCluster.start(request, self.state_dir, start_timeout_s=self.start_timeout_s)
+        cluster = LocalRayCluster.start(request, self.state_dir, start_timeout_s=self.start_timeout_s,
+                                        run_id=self.run_id, session=True)
         try:
             if self.replace_dead_workers:
                 cluster.start_monitor()

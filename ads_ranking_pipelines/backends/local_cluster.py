@@ -30,7 +30,7 @@ import requests
 
 from ads_ranking_pipelines.backends.base import BackendError
 from ads_ranking_pipelines.backends.ports import free_ports
-from ads_ranking_pipelines.config.cluster import ClusterRequest
+from ads_ranking_pipelines.config.cluster import CPU_POOL_WORKER_CPUS, ClusterRequest
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,12 @@ HOST = "127.0.0.1"
 # address; another loopback address is taken as given, so every node stays on loopback.
 NODE_IP = "127.0.0.2"
 OBJECT_STORE_BYTES = 256 * 1024**2
+
+
+def _worker_cpus(request: ClusterRequest) -> float:
+    """A worker node's CPUs: the request's (resolved against the catalog), else the CPU-pool
+    default that resolution would have filled in (the local backend has CPU pools only)."""
+    return request.cpus_per_worker if request.cpus_per_worker is not None else CPU_POOL_WORKER_CPUS
 
 
 def _bin_dir() -> str:
@@ -99,6 +105,32 @@ class ClusterState:
     worker_pids: list[int] = field(default_factory=list)
     created_at: str = ""
     controller_pid: int = 0
+    # The process that started the cluster and, for a run's session cluster, the Dagster run:
+    # the garbage collector (backends/gc.py) stops a session cluster whose controller died or
+    # whose run has finished. A cluster from `cluster create` (session False) is long-lived.
+    controller_start: str = ""
+    run_id: str = ""
+    session: bool = False
+
+
+def process_start(pid: int) -> str:
+    """An identity for the process ``pid`` that a reused PID does not share (its start time
+    in clock ticks from /proc); "" when it does not exist or /proc is not there."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            stat = fh.read()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[-1].split()[19]
+
+
+def process_alive(pid: int, start: str) -> bool:
+    """Whether the process that had ``start`` (:func:`process_start`) as ``pid`` still runs."""
+    if pid <= 0:
+        return False
+    if start:
+        return process_start(pid) == start
+    return _pid_alive(pid)
 
 
 class LocalRayCluster:
@@ -156,7 +188,8 @@ class LocalRayCluster:
     # ---- lifecycle -------------------------------------------------------------------------
     @classmethod
     def start(cls, request: ClusterRequest, state_dir: str | Path, start_timeout_s: float = 120,
-              object_store_bytes: int = OBJECT_STORE_BYTES) -> "LocalRayCluster":
+              object_store_bytes: int = OBJECT_STORE_BYTES, *, run_id: str | None = None,
+              session: bool = False) -> "LocalRayCluster":
         state_dir = Path(state_dir)
         existing = cls.find(request.name, state_dir)
         if existing is not None and existing.alive():
@@ -173,7 +206,8 @@ class LocalRayCluster:
             name=request.name, owner=request.owner, request=request.model_dump(mode="json"),
             temp_dir=temp_dir, gcs_address=f"{NODE_IP}:{gcs}", dashboard_url=f"http://{HOST}:{dash}",
             head_pid=0, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            controller_pid=os.getpid(),
+            controller_pid=os.getpid(), controller_start=process_start(os.getpid()),
+            run_id=run_id or "", session=session,
         )
         cluster = cls(state, state_dir)
         cluster._object_store_bytes = object_store_bytes
@@ -226,7 +260,7 @@ class LocalRayCluster:
         with self._lock:
             # All nodes share one session log dir here: only the head's log monitor may forward
             # worker output to drivers, or every line arrives once per node.
-            proc = self._spawn([f"--address={self.state.gcs_address}", f"--num-cpus={req.cpus_per_worker:g}",
+            proc = self._spawn([f"--address={self.state.gcs_address}", f"--num-cpus={_worker_cpus(req):g}",
                                 "--include-log-monitor=false"], role="worker")
             self.state.worker_pids.append(proc.pid)
             self._save()

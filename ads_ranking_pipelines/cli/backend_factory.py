@@ -26,18 +26,21 @@ from ads_ranking_pipelines.backends.base import BackendError
 from ads_ranking_pipelines.cli.common import EXIT_INVALID, EXIT_RUNTIME, fail
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.pools import CatalogError, PoolCatalog, load_catalog
-from ads_ranking_pipelines.config.settings import Settings
-from ads_ranking_pipelines.config.validation import RequestError, validate_request
+from ads_ranking_pipelines.config.images import image_problems
+from ads_ranking_pipelines.config.settings import Settings, SettingsError
+from ads_ranking_pipelines.config.validation import (
+    RequestError,
+    RequestErrors,
+    ResolvedRequest,
+    resolve_request,
+)
 
 if TYPE_CHECKING:
     from ads_ranking_pipelines.backends.kuberay import ClusterInfo, KubeRayBackend
     from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
     from ads_ranking_pipelines.backends.ray_job_api import RayJobApi
 
-BACKEND_ENV = "ADS_RANKING_BACKEND"
-OWNER_ENV = "ADS_RANKING_OWNER"
 BACKENDS = ("local", "kuberay")
-GPU_IMAGE = "rayproject/ray:2.60.0-py311-gpu"
 
 # ClusterRequest field -> the option that sets it, for error messages.
 FIELD_OPTIONS = {
@@ -67,17 +70,11 @@ class CliEnv:
 
     @property
     def default_backend(self) -> str:
-        value = self.environ.get(BACKEND_ENV, "").strip() or "local"
-        if value not in BACKENDS:
-            fail(f"invalid {BACKEND_ENV}={value!r}; valid: {', '.join(BACKENDS)}", EXIT_INVALID)
-        return value
+        return self.settings.backend
 
     @property
     def default_owner(self) -> str:
-        for key in (OWNER_ENV, "USER", "LOGNAME"):
-            if self.environ.get(key):
-                return self.environ[key]
-        return "unknown"
+        return self.settings.owner or "unknown"
 
 
 def cli_env(ctx: typer.Context) -> CliEnv:
@@ -90,7 +87,10 @@ def cli_env(ctx: typer.Context) -> CliEnv:
 
 
 def make_env(environ: Mapping[str, str]) -> CliEnv:
-    return CliEnv(dict(environ), Settings.from_environ(environ))
+    try:
+        return CliEnv(dict(environ), Settings.from_environ(environ))
+    except SettingsError as exc:
+        fail(str(exc), EXIT_INVALID)
 
 
 def backend_choice(env: CliEnv, backend: str | None) -> str:
@@ -108,6 +108,8 @@ def option_for(field_name: str) -> str:
 
 
 def request_error(exc: RequestError) -> str:
+    if isinstance(exc, RequestErrors):
+        return exc.describe(request_error)
     valid = ", ".join(map(str, exc.valid)) if isinstance(exc.valid, (list, tuple)) else exc.valid
     reason = f": {exc.reason}" if exc.reason else ""
     return f"invalid {option_for(exc.field)} = {exc.value!r}{reason}; valid: {valid}"
@@ -148,12 +150,15 @@ def parse_labels(values: list[str] | None) -> dict[str, str]:
 
 
 def build_request(env: CliEnv, *, name: str | None, owner: str | None, gpu_pool: str | None,
-                  workers: int, gpus_per_worker: int, cpus_per_worker: float, memory: str,
+                  workers: int, gpus_per_worker: int, cpus_per_worker: float | None, memory: str | None,
                   head_cpus: float, head_memory: str, image: str | None, namespace: str | None,
-                  labels: list[str] | None, autoscaling: bool) -> ClusterRequest:
-    """A ClusterRequest from CLI options, validated against the catalog (exit 2 otherwise)."""
+                  labels: list[str] | None, autoscaling: bool,
+                  kuberay: bool = True) -> ResolvedRequest:
+    """A ClusterRequest from CLI options, resolved against the catalog once (exit 2 with
+    every problem otherwise). For KubeRay (``kuberay``) the image - ``--image``, else
+    ``ADS_RANKING_RAY_IMAGE`` - must be one built from this repository's Dockerfile."""
     catalog = env.catalog
-    pool_name = gpu_pool or catalog.default_pool
+    pool_name = gpu_pool or env.settings.default_pool or catalog.default_pool
     owner = owner or env.default_owner
     fields: dict[str, Any] = {
         "name": name or dns_name(f"{owner}-{pool_name}"), "owner": owner, "gpu_pool": pool_name,
@@ -162,20 +167,21 @@ def build_request(env: CliEnv, *, name: str | None, owner: str | None, gpu_pool:
         "head_cpus": head_cpus, "head_memory": head_memory, "labels": parse_labels(labels),
         "autoscaling": autoscaling,
     }
-    if namespace:
-        fields["namespace"] = namespace
-    if image:
-        fields["image"] = image
-    elif pool_name in catalog and catalog.get(pool_name).has_gpus:
-        fields["image"] = GPU_IMAGE
+    fields["namespace"] = namespace or env.settings.namespace
+    image = image or env.settings.ray_image
+    problems = image_problems(image, field="image") if kuberay else []
+    if kuberay:
+        fields["image"] = image or ""
+        if env.settings.ray_service_account:
+            fields["service_account"] = env.settings.ray_service_account
+        if env.settings.ray_auth_secret:
+            fields["auth_secret_name"] = env.settings.ray_auth_secret
     try:
-        request = ClusterRequest(**fields)
-        validate_request(request, catalog)
+        return resolve_request(ClusterRequest(**fields), catalog, extra_problems=problems)
     except ValidationError as exc:
         fail(validation_error(exc), EXIT_INVALID)
     except RequestError as exc:
         fail(request_error(exc), EXIT_INVALID)
-    return request
 
 
 @contextlib.contextmanager
@@ -199,7 +205,7 @@ def sigterm_as_interrupt():
 @contextlib.contextmanager
 def errors_to_exit_codes():
     """Backend and API failures exit 1 with their message; invalid requests exit 2."""
-    from ads_ranking_pipelines.kuberay.client import KubeError
+    from ads_ranking_pipelines.backends.kuberay.client import KubeError
 
     try:
         yield
@@ -219,21 +225,22 @@ class KubeOptions:
 
 def kuberay_backend(env: CliEnv, kube: KubeOptions, **kwargs: Any) -> "KubeRayBackend":
     """KubeRay as an interactive command wants it: a few quick retries, frequent polls."""
-    from ads_ranking_pipelines.backends.kuberay import KubeRayBackend
-    from ads_ranking_pipelines.kuberay.client import RetryPolicy
+    from ads_ranking_pipelines.backends import factory
+    from ads_ranking_pipelines.backends.kuberay.client import RetryPolicy
 
     kwargs.setdefault("poll_interval_s", 0.5)
     try:
-        return KubeRayBackend.from_kube_config(
-            env.catalog, in_cluster=kube.in_cluster, context=kube.context,
-            config_file=env.environ.get("KUBECONFIG") or None, namespace=kube.namespace,
+        return factory.kuberay_backend(
+            env.settings, env.catalog, namespace=kube.namespace, context=kube.context,
+            in_cluster=kube.in_cluster or None,
             retry=RetryPolicy(max_attempts=3, initial_delay_s=0.5, max_delay_s=4.0), **kwargs)
     except BackendError as exc:
         fail(f"cannot reach Kubernetes: {exc}", EXIT_RUNTIME)
 
 
-def kube_namespace(kube: KubeOptions) -> str:
-    return kube.namespace or ClusterRequest.model_fields["namespace"].default
+def kube_namespace(kube: KubeOptions, env: CliEnv | None = None) -> str:
+    return kube.namespace or (env.settings.namespace if env is not None else
+                              ClusterRequest.model_fields["namespace"].default)
 
 
 # ---- local clusters -----------------------------------------------------------------------------

@@ -34,11 +34,12 @@ from ads_ranking_pipelines.cli.backend_factory import (
     request_error,
 )
 from ads_ranking_pipelines.cli.common import EXIT_INVALID, EXIT_RUNTIME, fail
-from ads_ranking_pipelines.config.cluster import ClusterRequest
-from ads_ranking_pipelines.config.validation import RequestError
+from ads_ranking_pipelines.cli.gc import gc
+from ads_ranking_pipelines.config.validation import RequestError, ResolvedRequest
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Ray clusters from the one template: render, create, list, describe, delete.")
+app.command("gc")(gc)
 
 
 @app.callback()
@@ -51,8 +52,10 @@ GPU_POOL = typer.Option(None, "--gpu-pool", help="Pool from the catalog (`ads-ra
                         "default: the catalog's default pool.")
 WORKERS = typer.Option(2, "--workers", help="Ray worker pods (nodes).")
 GPUS = typer.Option(0, "--gpus-per-worker", help="GPUs per worker (GPU pools: 1..GPUs per node).")
-CPUS = typer.Option(1.0, "--cpus-per-worker", help="CPUs per worker.")
-MEMORY = typer.Option("4Gi", "--memory", help="Memory per worker, a Kubernetes quantity (64Gi).")
+CPUS = typer.Option(None, "--cpus-per-worker", help="CPUs per worker; default: on GPU pools a "
+                    "share of the node per GPU (node CPUs less headroom / GPUs per node), else 1.")
+MEMORY = typer.Option(None, "--memory", help="Memory per worker, a Kubernetes quantity (64Gi); "
+                      "default: on GPU pools a share of the node per GPU, else 4Gi.")
 HEAD_CPUS = typer.Option(1.0, "--head-cpus", help="CPUs of the head.")
 HEAD_MEMORY = typer.Option("4Gi", "--head-memory", help="Memory of the head.")
 OWNER = typer.Option(None, "--owner", help="Owner label; default $ADS_RANKING_OWNER or $USER.")
@@ -68,7 +71,7 @@ CONTEXT = typer.Option(None, "--context", help="kubeconfig context (kuberay).")
 IN_CLUSTER = typer.Option(False, "--in-cluster", help="Use the pod's service account (kuberay).")
 
 
-def _request(env: CliEnv, **options: Any) -> ClusterRequest:
+def _request(env: CliEnv, **options: Any) -> ResolvedRequest:
     return build_request(env, **options)
 
 
@@ -77,9 +80,9 @@ def _request(env: CliEnv, **options: Any) -> ClusterRequest:
 def render_cmd(
     ctx: typer.Context,
     gpu_pool: Optional[str] = GPU_POOL, workers: int = WORKERS, gpus_per_worker: int = GPUS,
-    cpus_per_worker: float = CPUS, memory: str = MEMORY, head_cpus: float = HEAD_CPUS,
-    head_memory: str = HEAD_MEMORY, owner: Optional[str] = OWNER, name: Optional[str] = NAME,
-    image: Optional[str] = IMAGE, namespace: Optional[str] = NAMESPACE,
+    cpus_per_worker: Optional[float] = CPUS, memory: Optional[str] = MEMORY,
+    head_cpus: float = HEAD_CPUS, head_memory: str = HEAD_MEMORY, owner: Optional[str] = OWNER,
+    name: Optional[str] = NAME, image: Optional[str] = IMAGE, namespace: Optional[str] = NAMESPACE,
     label: Optional[list[str]] = LABEL, autoscaling: bool = AUTOSCALING,
     kind: str = typer.Option("raycluster", "--kind", help="raycluster or rayjob"),
     entrypoint: Optional[str] = typer.Option(None, "--entrypoint",
@@ -95,19 +98,19 @@ def render_cmd(
     env = cli_env(ctx)
     if kind not in ("raycluster", "rayjob"):
         fail(f"invalid --kind={kind!r}; valid: raycluster, rayjob", EXIT_INVALID)
-    request = _request(env, name=name, owner=owner, gpu_pool=gpu_pool, workers=workers,
-                       gpus_per_worker=gpus_per_worker, cpus_per_worker=cpus_per_worker,
-                       memory=memory, head_cpus=head_cpus, head_memory=head_memory, image=image,
-                       namespace=namespace, labels=label, autoscaling=autoscaling)
+    resolved = _request(env, name=name, owner=owner, gpu_pool=gpu_pool, workers=workers,
+                        gpus_per_worker=gpus_per_worker, cpus_per_worker=cpus_per_worker,
+                        memory=memory, head_cpus=head_cpus, head_memory=head_memory, image=image,
+                        namespace=namespace, labels=label, autoscaling=autoscaling)
     try:
         if kind == "raycluster":
-            manifest = build_raycluster(request, env.catalog)
+            manifest = build_raycluster(resolved)
         else:
             if not entrypoint:
                 fail("invalid --entrypoint (entrypoint) = None: required with --kind rayjob; "
                      "valid: a shell command", EXIT_INVALID)
-            manifest = build_rayjob(request, env.catalog, entrypoint=entrypoint,
-                                    submission_id=submission_id or request.name)
+            manifest = build_rayjob(resolved, entrypoint=entrypoint,
+                                    submission_id=submission_id or resolved.name)
     except RequestError as exc:
         fail(request_error(exc), EXIT_INVALID)
     render.echo(render.dump(manifest, output))
@@ -118,9 +121,9 @@ def render_cmd(
 def create(
     ctx: typer.Context,
     gpu_pool: Optional[str] = GPU_POOL, workers: int = WORKERS, gpus_per_worker: int = GPUS,
-    cpus_per_worker: float = CPUS, memory: str = MEMORY, head_cpus: float = HEAD_CPUS,
-    head_memory: str = HEAD_MEMORY, owner: Optional[str] = OWNER, name: Optional[str] = NAME,
-    image: Optional[str] = IMAGE, namespace: Optional[str] = NAMESPACE,
+    cpus_per_worker: Optional[float] = CPUS, memory: Optional[str] = MEMORY,
+    head_cpus: float = HEAD_CPUS, head_memory: str = HEAD_MEMORY, owner: Optional[str] = OWNER,
+    name: Optional[str] = NAME, image: Optional[str] = IMAGE, namespace: Optional[str] = NAMESPACE,
     label: Optional[list[str]] = LABEL, autoscaling: bool = AUTOSCALING,
     backend: Optional[str] = BACKEND, context: Optional[str] = CONTEXT,
     in_cluster: bool = IN_CLUSTER,
@@ -131,13 +134,15 @@ def create(
     """Create a long-lived Ray cluster and (by default) wait until it is ready."""
     env = cli_env(ctx)
     which = backend_choice(env, backend)
-    request = _request(env, name=name, owner=owner, gpu_pool=gpu_pool, workers=workers,
-                       gpus_per_worker=gpus_per_worker, cpus_per_worker=cpus_per_worker,
-                       memory=memory, head_cpus=head_cpus, head_memory=head_memory, image=image,
-                       namespace=namespace, labels=label, autoscaling=autoscaling)
+    resolved = _request(env, name=name, owner=owner, gpu_pool=gpu_pool, workers=workers,
+                        gpus_per_worker=gpus_per_worker, cpus_per_worker=cpus_per_worker,
+                        memory=memory, head_cpus=head_cpus, head_memory=head_memory, image=image,
+                        namespace=namespace, labels=label, autoscaling=autoscaling,
+                        kuberay=which == "kuberay")
+    request = resolved.request
     err = render.stderr()
     if which == "local":
-        info = _create_local(env, request, timeout)
+        info = _create_local(env, resolved, timeout)
     else:
         kube = KubeOptions(context, in_cluster, namespace)
         with err.status(f"creating RayCluster {request.name}…") as spinner:
@@ -148,17 +153,17 @@ def create(
 
             kr = kuberay_backend(env, kube, on_status=progress)
             with errors_to_exit_codes(), sigterm_as_interrupt():
-                info = kr.create_cluster(request, wait=wait, timeout_s=timeout)
+                info = kr.create_cluster(resolved, wait=wait, timeout_s=timeout)
     _print_infos([info], output)
     if output is render.TableOutput.table:
         err.print(f"cluster {info.name} {'ready' if wait else 'created'} ({which}); "
                   f"dashboard {info.dashboard or 'n/a'}")
 
 
-def _create_local(env: CliEnv, request: ClusterRequest, timeout: float):
+def _create_local(env: CliEnv, resolved: ResolvedRequest, timeout: float):
     from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
 
-    pool = env.catalog.get(request.gpu_pool)
+    request, pool = resolved.request, resolved.pool
     if pool.has_gpus or request.gpus_per_worker:
         cpu_pools = ", ".join(p.name for p in env.catalog if not p.has_gpus)
         fail(f"invalid --gpu-pool (gpu_pool) = {request.gpu_pool!r}: the local backend has no "
@@ -208,7 +213,7 @@ def list_clusters(
     else:
         kube = KubeOptions(context, in_cluster, namespace)
         with errors_to_exit_codes():
-            infos = kuberay_backend(env, kube).list_clusters(kube_namespace(kube))
+            infos = kuberay_backend(env, kube).list_clusters(kube_namespace(kube, env))
     if not infos and output is render.TableOutput.table:
         render.stderr().print("no clusters")
         return
@@ -237,7 +242,7 @@ def describe(
         kube = KubeOptions(context, in_cluster, namespace)
         kr = kuberay_backend(env, kube)
         with errors_to_exit_codes():
-            obj, pods = kr.get_cluster(kube_namespace(kube), name)
+            obj, pods = kr.get_cluster(kube_namespace(kube, env), name)
         from ads_ranking_pipelines.backends.kuberay import cluster_info
 
         info = cluster_info(obj)
@@ -282,7 +287,7 @@ def delete(
     kube = KubeOptions(context, in_cluster, namespace)
     kr = kuberay_backend(env, kube)
     with err.status(f"deleting RayCluster {name}…"), errors_to_exit_codes():
-        existed = kr.delete_cluster(kube_namespace(kube), name)
+        existed = kr.delete_cluster(kube_namespace(kube, env), name)
     if not existed:
-        fail(f"RayCluster {kube_namespace(kube)}/{name} not found", EXIT_RUNTIME)
-    err.print(f"deleted RayCluster {kube_namespace(kube)}/{name}")
+        fail(f"RayCluster {kube_namespace(kube, env)}/{name} not found", EXIT_RUNTIME)
+    err.print(f"deleted RayCluster {kube_namespace(kube, env)}/{name}")

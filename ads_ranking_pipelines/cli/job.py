@@ -58,13 +58,13 @@ def _kuberay_cluster(env: CliEnv, kube: KubeOptions, name: Optional[str]) -> str
     if name:
         return name
     with errors_to_exit_codes():
-        clusters = kuberay_backend(env, kube).list_clusters(kube_namespace(kube))
+        clusters = kuberay_backend(env, kube).list_clusters(kube_namespace(kube, env))
     standalone = [c for c in clusters if "ray.io/originated-from-crd" not in
                   (c.detail.get("metadata", {}).get("labels") or {})]
     if len(standalone) == 1:
         return standalone[0].name
     fail("pass --cluster (RayClusters in "
-         f"{kube_namespace(kube)}: {', '.join(c.name for c in standalone) or 'none'})",
+         f"{kube_namespace(kube, env)}: {', '.join(c.name for c in standalone) or 'none'})",
          EXIT_INVALID)
 
 
@@ -120,9 +120,9 @@ def submit(
         name = _kuberay_cluster(env, kube, cluster)
         kr = kuberay_backend(env, kube)
         with errors_to_exit_codes():
-            job_id = kr.submit_to_cluster(kube_namespace(kube), name, job,
+            job_id = kr.submit_to_cluster(kube_namespace(kube, env), name, job,
                                           owner=owner or env.default_owner)
-        where = f"RayCluster {kube_namespace(kube)}/{name}"
+        where = f"RayCluster {kube_namespace(kube, env)}/{name}"
     render.echo(job_id)
     err.print(f"submitted {job.submission_id} to {where}; follow it with "
               f"`ads-ranking job logs {job_id} --follow`")
@@ -140,7 +140,7 @@ def _stream(env: CliEnv, which: str, job_id: str, cluster: Optional[str], kube: 
         if which == "local":
             lines = job_api(local_cluster_for_job(env, cluster, job_id)).logs(job_id, follow=follow)
         else:
-            lines = kuberay_backend(env, kube).job_logs(kube_namespace(kube), job_id, follow=follow)
+            lines = kuberay_backend(env, kube).job_logs(kube_namespace(kube, env), job_id, follow=follow)
         for line in lines:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
@@ -155,7 +155,7 @@ def _status(env: CliEnv, which: str, job_id: str, cluster: Optional[str], kube: 
             get = lambda: api.status(job_id)  # noqa: E731
         else:
             kr = kuberay_backend(env, kube)
-            get = lambda: kr.job_status(kube_namespace(kube), job_id)  # noqa: E731
+            get = lambda: kr.job_status(kube_namespace(kube, env), job_id)  # noqa: E731
         try:
             status = get()
             while wait_terminal and not status.state.terminal and time.monotonic() < deadline:
@@ -216,6 +216,6 @@ def stop(
             job_api(local_cluster_for_job(env, cluster, job_id)).stop(job_id)
         else:
             kube = KubeOptions(context, in_cluster, namespace)
-            if not kuberay_backend(env, kube).stop_job(kube_namespace(kube), job_id):
-                fail(f"RayJob {kube_namespace(kube)}/{job_id} not found", EXIT_RUNTIME)
+            if not kuberay_backend(env, kube).stop_job(kube_namespace(kube, env), job_id):
+                fail(f"RayJob {kube_namespace(kube, env)}/{job_id} not found", EXIT_RUNTIME)
     render.stderr().print(f"stopped {job_id}")

@@ -13,6 +13,7 @@ import yaml
 from pydantic import ValidationError
 
 from ads_ranking_pipelines.cli.common import EXIT_INVALID, EXIT_RUNTIME, fail
+from ads_ranking_pipelines.cli.preflight import check_run
 from ads_ranking_pipelines.config.errors import format_validation_error
 from ads_ranking_pipelines.config.source import SourceConfig
 from ads_ranking_pipelines.config.training import TrainingParams
@@ -89,6 +90,7 @@ def run(
                 {**src.synthetic.model_dump(), "rows_per_day": rows_per_day})})
         except ValidationError as exc:
             fail(format_validation_error(exc, type(src.synthetic), prefix="source.synthetic."), EXIT_INVALID)
+    check_run(params, os.environ)
     _sigterm_interrupts()
     summary = run_pipeline(day, params, src, dict(os.environ))
     typer.echo(json.dumps(summary, sort_keys=False))

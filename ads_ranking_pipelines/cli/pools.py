@@ -8,7 +8,11 @@ import typer
 
 from ads_ranking_pipelines.cli import render
 from ads_ranking_pipelines.cli.backend_factory import cli_env, make_env
-from ads_ranking_pipelines.config.validation import usable_cpus, usable_memory_bytes
+from ads_ranking_pipelines.config.validation import (
+    default_worker_resources,
+    usable_cpus,
+    usable_memory_bytes,
+)
 from ads_ranking_pipelines.config.quantity import format_memory
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -40,6 +44,10 @@ def list_pools(
             "memory_per_node": pool.memory_per_node,
             "max_cpus_per_worker": usable_cpus(pool),
             "max_memory_per_worker": format_memory(usable_memory_bytes(pool)),
+            "default_cpus_per_gpu": (default_worker_resources(pool, 1)[0] if pool.has_gpus
+                                     else None),
+            "default_memory_per_gpu": (default_worker_resources(pool, 1)[1] if pool.has_gpus
+                                       else None),
             "max_workers": pool.max_workers,
             "machine_type": pool.machine_type,
             "local": pool.local,
@@ -47,7 +55,8 @@ def list_pools(
             "description": " ".join(pool.description.split()),
         })
     if output is render.TableOutput.json:
-        render.echo(render.dump({"default_pool": catalog.default_pool, "pools": rows}, "json"))
+        render.echo(render.dump({"provider": catalog.provider,
+                                  "default_pool": catalog.default_pool, "pools": rows}, "json"))
         return
     render.stdout().print(render.table(
         None,

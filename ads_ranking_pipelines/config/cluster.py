@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 RFC1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 RFC1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
+
+# A worker on a CPU pool that names no size gets this much (GPU pools: a share of the node per
+# GPU, see config.validation.default_worker_resources).
+CPU_POOL_WORKER_CPUS = 1.0
+CPU_POOL_WORKER_MEMORY = "4Gi"
 
 
 class ClusterRequest(BaseModel):
@@ -24,8 +29,13 @@ class ClusterRequest(BaseModel):
     gpu_pool: str = "local"
     workers: int = Field(2, ge=0, le=256)
     gpus_per_worker: int = Field(0, ge=0, le=16)
-    cpus_per_worker: float = Field(1.0, gt=0, le=256)
-    memory_per_worker: str = Field("4Gi", description="Kubernetes quantity, e.g. 64Gi.")
+    cpus_per_worker: float | None = Field(
+        None, gt=0, le=256,
+        description="CPUs per worker pod. Unset: on a GPU pool, the node's CPUs less headroom "
+        "divided by its GPUs, times gpus_per_worker; on a CPU pool, 1.")
+    memory_per_worker: str | None = Field(
+        None, description="Kubernetes quantity, e.g. 64Gi. Unset: on a GPU pool, the node's "
+        "memory less headroom divided by its GPUs, times gpus_per_worker; on a CPU pool, 4Gi.")
     head_cpus: float = Field(1.0, gt=0, le=64)
     head_memory: str = "4Gi"
     image: str = "rayproject/ray:2.60.0-py311-cpu"
@@ -34,11 +44,24 @@ class ClusterRequest(BaseModel):
     ray_version: str = "2.60.0"
     ttl_seconds_after_finished: int = Field(600, ge=0, le=7 * 24 * 3600)
     active_deadline_seconds: int = Field(6 * 3600, ge=60, le=7 * 24 * 3600)
+    pre_running_deadline_seconds: int = Field(
+        1800, ge=60, le=7 * 24 * 3600,
+        description="A RayJob not Running this long after it started fails (KubeRay "
+        "preRunningDeadlineSeconds): a job whose Dagster process died does not hold its "
+        "cluster in Initializing until the active deadline.",
+    )
     labels: dict[str, str] = Field(default_factory=dict)
     autoscaling: bool = Field(
         False,
         description="KubeRay in-tree autoscaler: workers scale between 0 and `workers`.",
     )
+    shared_volume_claim: str | None = Field(
+        None,
+        description="PersistentVolumeClaim (ReadWriteMany) mounted at shared_volume_path in the "
+        "head and worker pods: the storage root when it is a path rather than s3:// or gs://.",
+    )
+    shared_volume_path: str | None = Field(
+        None, description="Absolute mount path of shared_volume_claim (the storage root).")
     auth_secret_name: str | None = Field(
         None,
         description="Secret (key auth_token) holding the Ray auth token; None lets KubeRay "
@@ -55,6 +78,27 @@ class ClusterRequest(BaseModel):
             )
         return v
 
+    @field_validator("shared_volume_claim")
+    @classmethod
+    def _claim_name(cls, v: str | None) -> str | None:
+        if v is not None and (len(v) > 253 or not RFC1123_SUBDOMAIN.match(v)):
+            raise ValueError(f"{v!r} is not a valid PersistentVolumeClaim name (an RFC 1123 subdomain)")
+        return v
+
+    @field_validator("shared_volume_path")
+    @classmethod
+    def _mount_path(cls, v: str | None) -> str | None:
+        if v is not None and (not v.startswith("/") or ".." in v.split("/") or v == "/"):
+            raise ValueError(f"{v!r} is not an absolute mount path below / (e.g. /mnt/ads-ranking)")
+        return v
+
+    @model_validator(mode="after")
+    def _volume_pair(self) -> "ClusterRequest":
+        if (self.shared_volume_claim is None) != (self.shared_volume_path is None):
+            raise ValueError("shared_volume_claim and shared_volume_path go together: set both "
+                             "or neither")
+        return self
+
     @field_validator("auth_secret_name")
     @classmethod
     def _secret_name(cls, v: str | None) -> str | None:
@@ -64,7 +108,7 @@ class ClusterRequest(BaseModel):
 
     @field_validator("memory_per_worker", "head_memory")
     @classmethod
-    def _quantity(cls, v: str) -> str:
-        if not QUANTITY.match(v):
+    def _quantity(cls, v: str | None) -> str | None:
+        if v is not None and not QUANTITY.match(v):
             raise ValueError(f"{v!r} is not a Kubernetes memory quantity such as 512Mi, 16Gi or 1Ti")
         return v

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from importlib import resources
 from typing import Literal
 
@@ -21,6 +22,87 @@ CATALOG_ENV_VAR = "ADS_RANKING_POOL_CATALOG"
 DEFAULT_CATALOG_RESOURCE = "pools.yaml"
 
 _POOL_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+
+
+@dataclass(frozen=True)
+class NodeLabelProvider:
+    """The node labels one kind of cluster sets by itself, so a catalog can rely on them.
+
+    ``gpu_label`` is the label a GPU pool selects on and ``gpu_label_field`` the pool field its
+    value must equal; ``labels`` are all the keys this provider is known to set (a pool may
+    select on any of them, never on another provider's).
+    """
+
+    name: str
+    description: str
+    gpu_label: str | None
+    gpu_label_field: str | None
+    labels: frozenset[str]
+
+
+WELL_KNOWN_LABELS = frozenset({
+    "kubernetes.io/arch", "kubernetes.io/os", "kubernetes.io/hostname",
+    "node.kubernetes.io/instance-type", "topology.kubernetes.io/region",
+    "topology.kubernetes.io/zone",
+})  # set by the kubelet / cloud controller manager everywhere
+
+NODE_LABEL_PROVIDERS: dict[str, NodeLabelProvider] = {p.name: p for p in (
+    NodeLabelProvider(
+        "gke", "Google Kubernetes Engine: GKE labels GPU nodes with their accelerator type "
+        "(cloud.google.com/gke-accelerator: nvidia-h100-80gb) and taints GPU node pools "
+        "nvidia.com/gpu=present:NoSchedule. No NVIDIA GPU feature discovery labels.",
+        "cloud.google.com/gke-accelerator", "gpu_type",
+        WELL_KNOWN_LABELS | {"cloud.google.com/gke-accelerator", "cloud.google.com/gke-nodepool",
+                             "cloud.google.com/machine-family", "cloud.google.com/gke-spot"}),
+    NodeLabelProvider(
+        "eks", "Amazon EKS (managed node groups, Karpenter): GPU nodes carry no GPU-model label "
+        "unless Karpenter made them, so GPU pools select on the instance type "
+        "(node.kubernetes.io/instance-type: p5.48xlarge, = machine_type).",
+        "node.kubernetes.io/instance-type", "machine_type",
+        WELL_KNOWN_LABELS | {"eks.amazonaws.com/nodegroup", "eks.amazonaws.com/capacityType",
+                             "karpenter.sh/nodepool", "karpenter.sh/capacity-type",
+                             "karpenter.k8s.aws/instance-gpu-name",
+                             "karpenter.k8s.aws/instance-gpu-count",
+                             "karpenter.k8s.aws/instance-family"}),
+    NodeLabelProvider(
+        "gpu-operator", "Any cluster running the NVIDIA GPU operator: its GPU feature "
+        "discovery labels each GPU node with the product name "
+        "(nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3, = gpu_product).",
+        "nvidia.com/gpu.product", "gpu_product",
+        WELL_KNOWN_LABELS | {"nvidia.com/gpu.product", "nvidia.com/gpu.count",
+                             "nvidia.com/gpu.present", "nvidia.com/gpu.memory",
+                             "nvidia.com/gpu.family", "nvidia.com/gpu.machine"}),
+    NodeLabelProvider(
+        "custom", "Labels your cluster admins put on node pools themselves: not checked.",
+        None, None, frozenset()),
+)}
+# Keys one provider sets and another does not: selecting on them in the wrong catalog leaves
+# pods Pending forever ("0/N nodes are available: N node(s) didn't match node selector").
+_PROVIDER_ONLY_LABELS = {
+    name: p.labels - WELL_KNOWN_LABELS for name, p in NODE_LABEL_PROVIDERS.items()
+}
+
+
+def provider_label_problems(provider: NodeLabelProvider, pool: GpuPool) -> list[str]:
+    """Why ``pool``'s node selector would not match nodes of ``provider`` (empty when fine)."""
+    if provider.gpu_label is None or pool.local:
+        return []
+    problems = []
+    for key in sorted(pool.node_selector):
+        owners = [n for n, keys in _PROVIDER_ONLY_LABELS.items() if key in keys and n != provider.name]
+        if owners and key not in provider.labels:
+            problems.append(
+                f"pool {pool.name!r} selects on {key!r}, a label {' / '.join(owners)} nodes carry "
+                f"but {provider.name} nodes do not")
+    if pool.has_gpus:
+        want = getattr(pool, provider.gpu_label_field or "", None)
+        have = pool.node_selector.get(provider.gpu_label)
+        if not want or have != want:
+            problems.append(
+                f"GPU pool {pool.name!r} must select {provider.gpu_label}: "
+                f"{want or '<its ' + str(provider.gpu_label_field) + '>'} (the label "
+                f"{provider.name} sets on its GPU nodes), got {have!r}")
+    return problems
 
 
 class UnknownPoolError(LookupError):
@@ -113,6 +195,8 @@ class PoolCatalog(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    provider: Literal["gke", "eks", "gpu-operator", "custom"] = Field(
+        "gke", description="Whose node labels the pools select on; see NODE_LABEL_PROVIDERS.")
     pools: tuple[GpuPool, ...]
     default_pool: str = "local"
 
@@ -126,6 +210,12 @@ class PoolCatalog(BaseModel):
             raise ValueError(
                 f"default_pool {self.default_pool!r} is not a pool; pools: {', '.join(sorted(names))}"
             )
+        provider = NODE_LABEL_PROVIDERS[self.provider]
+        problems = [m for pool in self.pools for m in provider_label_problems(provider, pool)]
+        if problems:
+            raise ValueError(
+                f"node labels do not match provider {self.provider!r}: " + "; ".join(problems)
+                + f"; valid providers: {', '.join(NODE_LABEL_PROVIDERS)} (set `provider:`)")
         return self
 
     def names(self) -> list[str]:

@@ -1,7 +1,25 @@
-"""Process-level settings, read from an environment mapping that the caller passes in.
+"""Process-level settings: every environment variable the code location, the CLI and X-Ray
+read, in one place, from a mapping the caller passes in.
 
-Nothing here reads ``os.environ`` at import: resources, the CLI and the UI call
-``Settings.from_environ(os.environ)`` when they are built.
+Nothing here reads ``os.environ`` at import: ``definitions.py``, the CLI and X-Ray call
+``Settings.from_environ(os.environ)`` when they build their resources.
+
+| variable | meaning |
+| --- | --- |
+| ``ADS_RANKING_HOME`` | storage root: local path, ``s3://``, ``gs://`` (default ``./.ads_ranking``) |
+| ``ADS_RANKING_POOL_CATALOG`` | GPU pool catalog YAML (default: the shipped one) |
+| ``ADS_RANKING_DEFAULT_POOL`` | pool when none is asked for (default: the catalog's) |
+| ``ADS_RANKING_BACKEND`` | ``local`` (default) or ``kuberay`` |
+| ``ADS_RANKING_NAMESPACE`` | KubeRay: namespace of Ray clusters (default ``ads-ranking``) |
+| ``ADS_RANKING_RAY_IMAGE`` | KubeRay: image of the Ray pods (built from the Dockerfile) |
+| ``ADS_RANKING_RAY_SERVICE_ACCOUNT`` | KubeRay: ServiceAccount of the Ray pods |
+| ``ADS_RANKING_RAY_AUTH_SECRET`` | KubeRay: Secret (key ``auth_token``) for Ray token auth |
+| ``ADS_RANKING_SHARED_VOLUME_CLAIM`` | KubeRay: PVC mounted at ``ADS_RANKING_HOME`` in Ray pods |
+| ``ADS_RANKING_RAYJOB_DELETION`` | KubeRay: ``rules`` (default) or ``shutdown`` |
+| ``ADS_RANKING_KUBE_IN_CLUSTER`` | ``true``: reach the API server with the pod's service account |
+| ``ADS_RANKING_KUBE_CONTEXT``, ``KUBECONFIG`` | otherwise: kubeconfig context and file |
+| ``ADS_RANKING_DEV_WORKING_TREE`` | development mode: ship this working tree's package to the Ray pods |
+| ``ADS_RANKING_OWNER`` | owner label of clusters the CLI creates (default ``$USER``) |
 """
 
 from __future__ import annotations
@@ -12,18 +30,78 @@ from dataclasses import dataclass
 
 HOME_ENV = "ADS_RANKING_HOME"
 CATALOG_ENV = "ADS_RANKING_POOL_CATALOG"
+BACKEND_ENV = "ADS_RANKING_BACKEND"
 DEFAULT_HOME = ".ads_ranking"
+BACKENDS = ("local", "kuberay")
+DELETION_MODES = ("rules", "shutdown")
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
+
+
+class SettingsError(ValueError):
+    """A bad environment variable: names it, its value and what is valid."""
+
+    def __init__(self, name: str, value: str, valid: str) -> None:
+        self.name, self.value, self.valid = name, value, valid
+        super().__init__(f"invalid {name}={value!r}; valid: {valid}")
+
+
+def _choice(environ: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
+    value = (environ.get(name) or "").strip() or default
+    if value not in choices:
+        raise SettingsError(name, value, ", ".join(choices))
+    return value
+
+
+def _flag(environ: Mapping[str, str], name: str) -> bool:
+    value = (environ.get(name) or "").strip().lower()
+    if value not in _TRUE + _FALSE:
+        raise SettingsError(name, value, "true or false")
+    return value in _TRUE
+
+
+def _opt(environ: Mapping[str, str], name: str) -> str | None:
+    return (environ.get(name) or "").strip() or None
 
 
 @dataclass(frozen=True)
 class Settings:
-    home: str                      # storage root URI (local path or s3://, gs://)
-    pool_catalog: str | None       # override of the shipped pool catalog
-    state_dir: str                 # local-backend cluster state files (always a local path)
+    home: str                           # storage root URI (local path or s3://, gs://)
+    pool_catalog: str | None            # override of the shipped pool catalog
+    state_dir: str                      # local-backend cluster state files (a local path)
+    backend: str = "local"
+    default_pool: str | None = None
+    namespace: str = "ads-ranking"
+    ray_image: str | None = None
+    ray_service_account: str | None = None
+    ray_auth_secret: str | None = None
+    shared_volume_claim: str | None = None
+    rayjob_deletion: str = "rules"
+    kube_in_cluster: bool = False
+    kube_context: str | None = None
+    kube_config_file: str | None = None
+    dev_working_tree: str | None = None
+    owner: str | None = None
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> "Settings":
+        """Read every setting; :class:`SettingsError` names a bad variable."""
         home = environ.get(HOME_ENV) or os.path.abspath(DEFAULT_HOME)
         local_home = home if "://" not in home else os.path.abspath(DEFAULT_HOME)
-        return cls(home=home, pool_catalog=environ.get(CATALOG_ENV) or None,
-                   state_dir=os.path.join(local_home, "clusters"))
+        return cls(
+            home=home, pool_catalog=_opt(environ, CATALOG_ENV),
+            state_dir=os.path.join(local_home, "clusters"),
+            backend=_choice(environ, BACKEND_ENV, BACKENDS, "local"),
+            default_pool=_opt(environ, "ADS_RANKING_DEFAULT_POOL"),
+            namespace=_opt(environ, "ADS_RANKING_NAMESPACE") or "ads-ranking",
+            ray_image=_opt(environ, "ADS_RANKING_RAY_IMAGE"),
+            ray_service_account=_opt(environ, "ADS_RANKING_RAY_SERVICE_ACCOUNT"),
+            ray_auth_secret=_opt(environ, "ADS_RANKING_RAY_AUTH_SECRET"),
+            shared_volume_claim=_opt(environ, "ADS_RANKING_SHARED_VOLUME_CLAIM"),
+            rayjob_deletion=_choice(environ, "ADS_RANKING_RAYJOB_DELETION", DELETION_MODES, "rules"),
+            kube_in_cluster=_flag(environ, "ADS_RANKING_KUBE_IN_CLUSTER"),
+            kube_context=_opt(environ, "ADS_RANKING_KUBE_CONTEXT"),
+            kube_config_file=_opt(environ, "KUBECONFIG"),
+            dev_working_tree=_opt(environ, "ADS_RANKING_DEV_WORKING_TREE"),
+            owner=_opt(environ, "ADS_RANKING_OWNER") or _opt(environ, "USER")
+            or _opt(environ, "LOGNAME"),
+        )

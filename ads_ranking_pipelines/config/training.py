@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ads_ranking_pipelines.config.cluster import CPU_POOL_WORKER_CPUS
+
 MODEL_NAME_PATTERN = r"^[a-z0-9]([a-z0-9_-]{0,61}[a-z0-9])?$"
 
 
@@ -23,7 +25,11 @@ class TrainingParams(BaseModel):
     gpu_pool: str = Field("local", min_length=1, description="Pool name from the GPU pool catalog.")
     num_workers: int = Field(2, ge=1, le=256, description="Ray Train workers (embedding shards).")
     gpus_per_worker: int = Field(0, ge=0, le=8, description="GPUs per worker; 0 trains on CPU with gloo.")
-    cpus_per_worker: float = Field(1.0, gt=0, le=128, description="CPUs reserved per training worker.")
+    cpus_per_worker: float | None = Field(
+        None, gt=0, le=256,
+        description="CPUs per training worker (its pod, its Ray Train reservation and torch "
+                    "threads). Unset: on a GPU pool a share of the node per GPU (node CPUs less "
+                    "headroom / GPUs per node x gpus_per_worker), on a CPU pool 1.")
     epochs: int = Field(2, ge=1, le=100)
     batch_size: int = Field(1024, ge=16, le=262144, description="Per-worker batch size.")
     learning_rate: float = Field(0.01, gt=0, le=1.0,
@@ -68,6 +74,19 @@ class TrainingParams(BaseModel):
         if bad:
             raise ValueError(f"layer widths must be between 1 and 16384, got {list(v)}")
         return v
+
+    def with_cluster_cpus(self, cpus: float | None) -> TrainingParams:
+        """These params with an unset ``cpus_per_worker`` taken from the run's resolved cluster
+        request (``ResolvedRequest.request.cpus_per_worker``); a set value is kept."""
+        if self.cpus_per_worker is not None or cpus is None:
+            return self
+        return self.model_copy(update={"cpus_per_worker": float(cpus)})
+
+    @property
+    def worker_cpus(self) -> float:
+        """CPUs a Ray Train worker reserves: ``cpus_per_worker`` once resolved, else (a trainer
+        started outside the pipeline on a CPU cluster) the CPU-pool default."""
+        return self.cpus_per_worker if self.cpus_per_worker is not None else CPU_POOL_WORKER_CPUS
 
     @property
     def uses_gpu(self) -> bool:

@@ -18,7 +18,8 @@ from ads_ranking_pipelines.defs.config import EvaluationConfig, TrainingConfig
 from ads_ranking_pipelines.defs.partitions import daily_partitions, partition_day, window_days
 from ads_ranking_pipelines.defs.pipes import run_ray_job
 from ads_ranking_pipelines.defs.preflight import check_events, check_training_window
-from ads_ranking_pipelines.defs.resources import EventSourceResource, RayClusterResource, StorageResource
+from ads_ranking_pipelines.defs.ray_resources import RayClusterResource
+from ads_ranking_pipelines.defs.resources import EventSourceResource, StorageResource
 from ads_ranking_pipelines.ray_jobs.common import SPEC_ENV
 from ads_ranking_pipelines.storage import fs
 from ads_ranking_pipelines.storage.registry import ModelRegistry
@@ -68,6 +69,7 @@ def trained_model(context: dg.AssetExecutionContext, config: TrainingConfig, sto
     day = partition_day(context)
     params = config.to_params()
     request = ray_cluster.cluster_request(params, context.run.run_id)          # bad pool/size: fails here
+    params = params.with_cluster_cpus(request.cpus_per_worker)               # unset: the pool's share
     source = event_source.source_config(storage.home)
     train_days = window_days(day, params.dataset_window_days)
     check_training_window(source, train_days, day, context.log)            # missing days/columns/labels

@@ -32,7 +32,7 @@ class TrainingConfig(dg.Config):
     gpu_pool: str = _f("gpu_pool")
     num_workers: int = _f("num_workers")
     gpus_per_worker: int = _f("gpus_per_worker")
-    cpus_per_worker: float = _f("cpus_per_worker")
+    cpus_per_worker: float | None = _f("cpus_per_worker")
     epochs: int = _f("epochs")
     batch_size: int = _f("batch_size")
     learning_rate: float = _f("learning_rate")

@@ -11,11 +11,10 @@ import hashlib
 import re
 from collections.abc import Mapping
 
-from ads_ranking_pipelines.config.cluster import ClusterRequest
-from ads_ranking_pipelines.config.pools import GpuPool
 from ads_ranking_pipelines.config.validation import (
     MANAGED_LABEL_PREFIX,
     RequestError,
+    ResolvedRequest,
     is_label_value,
     is_qualified_label_key,
 )
@@ -58,8 +57,7 @@ def sanitize_label_value(value: str) -> str:
 
 
 def build_labels(
-    request: ClusterRequest,
-    pool: GpuPool,
+    resolved: ResolvedRequest,
     *,
     labels: Mapping[str, str] | None = None,
     run_id: str | None = None,
@@ -68,15 +66,17 @@ def build_labels(
     """All labels for the objects of one request, values sanitized, keys sorted.
 
     Precedence, lowest first: ``request.labels``, the caller's ``labels``, then the labels
-    the template owns (owner, team, pool, GPU type, template version, Dagster run).
+    the template owns (owner, team, pool, GPU type, template version, Dagster run). The
+    request's own labels were checked by ``resolve_request``; the caller's ``labels`` keys
+    are checked here (RequestError on a bad key).
     """
-    merged: dict[str, str] = {}
-    for source in (request.labels, labels or {}):
-        for key, value in source.items():
-            if not is_qualified_label_key(key):
-                raise RequestError("labels", key, "Kubernetes label keys ([prefix/]name)",
-                                   "not a valid label key")
-            merged[key] = str(value)
+    request, pool = resolved.request, resolved.pool
+    merged: dict[str, str] = {key: str(value) for key, value in request.labels.items()}
+    for key, value in (labels or {}).items():
+        if not is_qualified_label_key(key):
+            raise RequestError("labels", key, "Kubernetes label keys ([prefix/]name)",
+                               "not a valid label key")
+        merged[key] = str(value)
     merged.update({
         LABEL_MANAGED_BY: MANAGED_BY,
         LABEL_OWNER: request.owner,

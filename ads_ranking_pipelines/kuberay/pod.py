@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.pools import GpuPool
 from ads_ranking_pipelines.config.quantity import format_cpu, format_memory, parse_memory
+from ads_ranking_pipelines.config.validation import ResolvedRequest
 
 RAY_UID = 1000  # user "ray" in rayproject/ray images
 RAY_GID = 100  # group "users" in rayproject/ray images
@@ -97,6 +97,21 @@ def shm_volume(memory: str) -> tuple[dict[str, Any], dict[str, Any]]:
     return volume, mount
 
 
+SHARED_VOLUME_NAME = "storage"
+
+
+def ray_volumes(request: Any, memory: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A Ray pod's volumes and mounts: ``/dev/shm`` and, when the storage root is a shared
+    volume, its PersistentVolumeClaim at the same path as everywhere else."""
+    volume, mount = shm_volume(memory)
+    volumes, mounts = [volume], [mount]
+    if request.shared_volume_claim:
+        volumes.append({"name": SHARED_VOLUME_NAME, "persistentVolumeClaim": {
+            "claimName": request.shared_volume_claim}})
+        mounts.append({"name": SHARED_VOLUME_NAME, "mountPath": request.shared_volume_path})
+    return volumes, mounts
+
+
 def node_selector_for(pool: GpuPool) -> dict[str, str]:
     return dict(sorted(pool.node_selector.items()))
 
@@ -163,51 +178,50 @@ def pod_template(
     return {"metadata": {"labels": dict(labels)}, "spec": spec}
 
 
-def head_pod_template(
-    request: ClusterRequest, pool: GpuPool, labels: Mapping[str, str]
-) -> dict[str, Any]:
+def head_pod_template(resolved: ResolvedRequest, labels: Mapping[str, str]) -> dict[str, Any]:
     """The Ray head: no GPU, and no pool selector or GPU tolerations, so that it lands on an
     ordinary CPU node instead of occupying a GPU machine. It mounts a service-account token
     only when the in-tree autoscaler (a sidecar sharing its service account) needs the API.
     """
-    volume, mount = shm_volume(request.head_memory)
+    request, pool = resolved.request, resolved.pool
+    volumes, mounts = ray_volumes(request, request.head_memory)
     container = ray_container(
         HEAD_CONTAINER_NAME, request.image, cpus=request.head_cpus, memory=request.head_memory,
-        ports=HEAD_PORTS, volume_mounts=[mount],
+        ports=HEAD_PORTS, volume_mounts=mounts,
     )
     return pod_template(
         containers=[container], labels=labels, service_account=request.service_account,
-        automount_service_account_token=request.autoscaling, volumes=[volume],
+        automount_service_account_token=request.autoscaling, volumes=volumes,
         node_selector=node_selector_for(pool) if not pool.has_gpus else None,
     )
 
 
-def worker_pod_template(
-    request: ClusterRequest, pool: GpuPool, labels: Mapping[str, str]
-) -> dict[str, Any]:
-    """A Ray worker on ``pool``: the pool's node selector and tolerations, Guaranteed QoS,
-    ``nvidia.com/gpu`` requests == limits, and no service-account token."""
-    volume, mount = shm_volume(request.memory_per_worker)
+def worker_pod_template(resolved: ResolvedRequest, labels: Mapping[str, str]) -> dict[str, Any]:
+    """A Ray worker on the request's pool: the pool's node selector and tolerations,
+    Guaranteed QoS, ``nvidia.com/gpu`` requests == limits, and no service-account token."""
+    request, pool = resolved.request, resolved.pool
+    volumes, mounts = ray_volumes(request, request.memory_per_worker)
     container = ray_container(
         WORKER_CONTAINER_NAME, request.image, cpus=request.cpus_per_worker,
         memory=request.memory_per_worker, gpus=request.gpus_per_worker, ports=WORKER_PORTS,
-        volume_mounts=[mount],
+        volume_mounts=mounts,
     )
     return pod_template(
         containers=[container], labels=labels, service_account=request.service_account,
-        automount_service_account_token=False, volumes=[volume],
+        automount_service_account_token=False, volumes=volumes,
         node_selector=node_selector_for(pool), tolerations=tolerations_for(pool),
     )
 
 
-def submitter_pod_template(request: ClusterRequest, labels: Mapping[str, str]) -> dict[str, Any]:
+def submitter_pod_template(*, image: str, service_account: str, labels: Mapping[str, str]
+                           ) -> dict[str, Any]:
     """The K8sJobMode submitter. No command: KubeRay fills in ``ray job submit`` (with the
     submission id, runtime env and the auth token from the cluster's Secret) when it sees
     none. It talks to the Ray dashboard only, never to the Kubernetes API."""
     container = ray_container(
-        SUBMITTER_CONTAINER_NAME, request.image, cpus=SUBMITTER_CPUS, memory=SUBMITTER_MEMORY,
+        SUBMITTER_CONTAINER_NAME, image, cpus=SUBMITTER_CPUS, memory=SUBMITTER_MEMORY,
     )
     return pod_template(
-        containers=[container], labels=labels, service_account=request.service_account,
+        containers=[container], labels=labels, service_account=service_account,
         automount_service_account_token=False, restart_policy="Never",
     )

@@ -1,8 +1,9 @@
-"""The one RayCluster template: a :class:`ClusterRequest` in, a ``ray.io/v1`` RayCluster out.
+"""The one RayCluster template: a :class:`ResolvedRequest` in, a ``ray.io/v1`` RayCluster out.
 
-Pure: no API calls and no environment reads. The result is a plain dict ready for
-``yaml.safe_dump`` or the Kubernetes client; it has been checked against the pool catalog
-(:func:`validate_request`) and the operator's own rules (:mod:`.rules`) on the way out.
+Pure: no API calls and no environment reads. The request was checked against the pool catalog
+once, by :func:`~ads_ranking_pipelines.config.validation.resolve_request`; the builders trust
+it and check only their output against the operator's own rules (:mod:`.rules`). The result
+is a plain dict ready for ``yaml.safe_dump`` or the Kubernetes client.
 
 Ray token authentication is on: ``authOptions.mode: token`` makes KubeRay generate a Secret
 per cluster (or use ``request.auth_secret_name``, a Secret with key ``auth_token``) and
@@ -16,8 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ads_ranking_pipelines.config.cluster import ClusterRequest
-from ads_ranking_pipelines.config.pools import GpuPool, PoolCatalog
-from ads_ranking_pipelines.config.validation import validate_request
+from ads_ranking_pipelines.config.validation import ResolvedRequest
 from ads_ranking_pipelines.kuberay import rules
 from ads_ranking_pipelines.kuberay.labels import TEMPLATE_VERSION, build_labels
 from ads_ranking_pipelines.kuberay.pod import (
@@ -64,11 +64,10 @@ def _head_start_params(request: ClusterRequest) -> dict[str, str]:
     return params
 
 
-def build_raycluster_spec(
-    request: ClusterRequest, pool: GpuPool, *, pod_labels: Mapping[str, str]
-) -> dict[str, Any]:
-    """The ``spec`` of a RayCluster (also a RayJob's ``rayClusterSpec``). Does not validate:
-    :func:`build_raycluster` and ``build_rayjob`` do."""
+def build_raycluster_spec(resolved: ResolvedRequest, *, pod_labels: Mapping[str, str]
+                          ) -> dict[str, Any]:
+    """The ``spec`` of a RayCluster (also a RayJob's ``rayClusterSpec``)."""
+    request = resolved.request
     if request.autoscaling:
         min_replicas, max_replicas = 0, request.workers
     else:
@@ -83,7 +82,7 @@ def build_raycluster_spec(
     spec["headGroupSpec"] = {
         "serviceType": "ClusterIP",
         "rayStartParams": _head_start_params(request),
-        "template": head_pod_template(request, pool, pod_labels),
+        "template": head_pod_template(resolved, pod_labels),
     }
     spec["workerGroupSpecs"] = [{
         "groupName": WORKER_GROUP_NAME,
@@ -92,35 +91,33 @@ def build_raycluster_spec(
         "maxReplicas": max_replicas,
         "numOfHosts": 1,
         "rayStartParams": {},
-        "template": worker_pod_template(request, pool, pod_labels),
+        "template": worker_pod_template(resolved, pod_labels),
     }]
     return spec
 
 
 def build_raycluster(
-    request: ClusterRequest,
-    catalog: PoolCatalog,
+    resolved: ResolvedRequest,
     *,
     labels: Mapping[str, str] | None = None,
     run_id: str | None = None,
     code_location: str | None = None,
 ) -> dict[str, Any]:
-    """A complete, validated RayCluster manifest for ``request``.
+    """A complete RayCluster manifest for the resolved request.
 
     ``labels`` adds caller labels (the template's own keys win); ``run_id`` and
     ``code_location`` become ``dagster/run-id`` and ``dagster/code-location``. All values
-    are sanitized into valid label values. Raises ``RequestError`` (or its subclass
-    ``RuleError``) naming the offending field.
+    are sanitized into valid label values. Raises ``RuleError`` naming the manifest field
+    when the result breaks an operator rule, ``RequestError`` for a bad caller label key.
     """
-    validate_request(request, catalog)
-    pool = catalog.get(request.gpu_pool)
-    all_labels = build_labels(request, pool, labels=labels, run_id=run_id,
+    all_labels = build_labels(resolved, labels=labels, run_id=run_id,
                               code_location=code_location)
     manifest = {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "metadata": {"name": request.name, "namespace": request.namespace, "labels": all_labels},
-        "spec": build_raycluster_spec(request, pool, pod_labels=all_labels),
+        "metadata": {"name": resolved.name, "namespace": resolved.namespace,
+                     "labels": all_labels},
+        "spec": build_raycluster_spec(resolved, pod_labels=all_labels),
     }
     rules.check_raycluster(manifest)
     return manifest

@@ -14,20 +14,21 @@ from typing import Any
 
 import yaml
 
-from ads_ranking_pipelines.config.cluster import ClusterRequest
-from ads_ranking_pipelines.config.pools import PoolCatalog
-from ads_ranking_pipelines.config.validation import RequestError, validate_request
+from ads_ranking_pipelines.config.validation import RequestError, ResolvedRequest
 from ads_ranking_pipelines.kuberay import rules
 from ads_ranking_pipelines.kuberay.labels import build_labels
 from ads_ranking_pipelines.kuberay.pod import submitter_pod_template
 from ads_ranking_pipelines.kuberay.raycluster import API_VERSION, build_raycluster_spec
 
-__all__ = ["build_rayjob", "SUBMISSION_MODE"]
+__all__ = ["DELETION_MODES", "SUBMISSION_MODE", "build_rayjob", "cleanup_fields"]
 
 KIND = "RayJob"
 SUBMISSION_MODE = "K8sJobMode"
 # Each retry creates a new cluster; the Dagster run owns retries, so the RayJob does not.
 DEFAULT_BACKOFF_LIMIT = 0
+DELETION_RULES = "rules"
+DELETION_SHUTDOWN = "shutdown"
+DELETION_MODES = (DELETION_RULES, DELETION_SHUTDOWN)
 
 SUBMISSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 
@@ -44,9 +45,36 @@ def _runtime_env_yaml(runtime_env: Mapping[str, Any] | None) -> str | None:
                            str(exc)) from None
 
 
+def cleanup_fields(deletion: str, ttl_seconds: int) -> dict[str, Any]:
+    """The RayJob fields that make the operator clean up after the job.
+
+    ``rules`` (KubeRay >= 1.5 with the ``RayJobDeletionPolicy`` feature gate, on by default in
+    v1.7): ``deletionStrategy.deletionRules`` - ``DeleteCluster`` as soon as the Ray job
+    succeeds or fails or the deployment fails, ``DeleteSelf`` ``ttl_seconds`` later (the RayJob,
+    its submitter Job and pods). Rules exclude ``shutdownAfterJobFinishes`` and the global
+    TTL (rayjob_controller.go ``handleDeletionRules``; utils/validation.go
+    ``validateDeletionRules``: TTLs non-decreasing Workers <= Cluster <= Self).
+
+    ``shutdown`` (operators with the gate off): ``shutdownAfterJobFinishes`` with
+    ``ttlSecondsAfterFinished`` deletes only the RayCluster (``handleShutdownAfterJobFinishes``)
+    - the RayJob CR and its submitter stay unless the operator runs with
+    ``DELETE_RAYJOB_CR_AFTER_JOB_FINISHES=true``; our garbage collector removes them.
+    """
+    if deletion == DELETION_SHUTDOWN:
+        return {"shutdownAfterJobFinishes": True, "ttlSecondsAfterFinished": ttl_seconds}
+    if deletion != DELETION_RULES:
+        raise RequestError("rayjob_deletion", deletion, list(DELETION_MODES),
+                           "how the operator cleans up after a RayJob")
+    rules = []
+    for condition in ({"jobStatus": "SUCCEEDED"}, {"jobStatus": "FAILED"},
+                      {"jobDeploymentStatus": "Failed"}):
+        rules.append({"policy": "DeleteCluster", "condition": {**condition, "ttlSeconds": 0}})
+        rules.append({"policy": "DeleteSelf", "condition": {**condition, "ttlSeconds": ttl_seconds}})
+    return {"shutdownAfterJobFinishes": False, "deletionStrategy": {"deletionRules": rules}}
+
+
 def build_rayjob(
-    request: ClusterRequest,
-    catalog: PoolCatalog,
+    resolved: ResolvedRequest,
     *,
     entrypoint: str,
     submission_id: str,
@@ -55,17 +83,21 @@ def build_rayjob(
     run_id: str | None = None,
     code_location: str | None = None,
     backoff_limit: int = DEFAULT_BACKOFF_LIMIT,
+    deletion: str = DELETION_RULES,
 ) -> dict[str, Any]:
-    """A complete, validated RayJob manifest running ``entrypoint`` on a cluster for
-    ``request``.
+    """A complete RayJob manifest running ``entrypoint`` on a cluster for the resolved
+    request (checked once by ``resolve_request``; not again here).
 
-    The cluster is shut down when the job finishes and the RayJob deleted
-    ``request.ttl_seconds_after_finished`` later; the job is failed after
-    ``request.active_deadline_seconds``. ``runtime_env`` is Ray's runtime_env dict
+    The job fails after ``request.active_deadline_seconds``, or when it is not Running
+    ``request.pre_running_deadline_seconds`` after it started. Cleanup (``deletion``, see
+    :func:`cleanup_fields`): with ``rules`` the operator deletes the cluster as soon as the
+    job ends and the RayJob itself ``request.ttl_seconds_after_finished`` later; with
+    ``shutdown`` it deletes only the cluster (after the TTL) and the garbage collector must
+    remove the RayJob. ``runtime_env`` is Ray's runtime_env dict
     (rendered as ``runtimeEnvYAML``); it must not carry credentials. Raises
-    ``RequestError``/``RuleError`` naming the offending field.
+    ``RequestError``/``RuleError`` naming the offending argument or manifest field.
     """
-    validate_request(request, catalog)
+    request = resolved.request
     if not isinstance(entrypoint, str) or not entrypoint.strip():
         raise RequestError("entrypoint", entrypoint, "a non-empty shell command",
                            "the submitter runs it with `ray job submit`")
@@ -73,23 +105,23 @@ def build_rayjob(
         raise RequestError("submission_id", submission_id,
                            "1-128 chars of [A-Za-z0-9_.:-], starting alphanumeric",
                            "becomes the Ray job id")
-    pool = catalog.get(request.gpu_pool)
-    all_labels = build_labels(request, pool, labels=labels, run_id=run_id,
+    all_labels = build_labels(resolved, labels=labels, run_id=run_id,
                               code_location=code_location)
     spec: dict[str, Any] = {
         "entrypoint": entrypoint,
         "jobId": submission_id,
         "submissionMode": SUBMISSION_MODE,
-        "shutdownAfterJobFinishes": True,
-        "ttlSecondsAfterFinished": request.ttl_seconds_after_finished,
         "activeDeadlineSeconds": request.active_deadline_seconds,
+        "preRunningDeadlineSeconds": request.pre_running_deadline_seconds,
         "backoffLimit": backoff_limit,
+        **cleanup_fields(deletion, request.ttl_seconds_after_finished),
     }
     env_yaml = _runtime_env_yaml(runtime_env)
     if env_yaml is not None:
         spec["runtimeEnvYAML"] = env_yaml
-    spec["rayClusterSpec"] = build_raycluster_spec(request, pool, pod_labels=all_labels)
-    spec["submitterPodTemplate"] = submitter_pod_template(request, all_labels)
+    spec["rayClusterSpec"] = build_raycluster_spec(resolved, pod_labels=all_labels)
+    spec["submitterPodTemplate"] = submitter_pod_template(
+        image=request.image, service_account=request.service_account, labels=all_labels)
     manifest = {
         "apiVersion": API_VERSION,
         "kind": KIND,

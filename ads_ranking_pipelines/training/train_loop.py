@@ -301,7 +301,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
-    torch.set_num_threads(max(1, int(params.cpus_per_worker)))
+    torch.set_num_threads(max(1, int(params.worker_cpus)))
 
     shard = ray.train.get_dataset_shard(DATASET_NAME)
     shuffle_buffer = int(config.get("shuffle_buffer") or 0) or None

@@ -106,7 +106,7 @@ def on_driver_node(ds):
 
 
 def _resources(params: TrainingParams) -> dict[str, float]:
-    res: dict[str, float] = {"CPU": float(params.cpus_per_worker)}
+    res: dict[str, float] = {"CPU": params.worker_cpus}
     if params.uses_gpu:
         res["GPU"] = float(params.gpus_per_worker)
     return res

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from ads_ranking_pipelines.backends.base import JobState
-from ads_ranking_pipelines.kuberay.client import RAYJOBS
+from ads_ranking_pipelines.backends.kuberay.client import RAYJOBS
 from ads_ranking_pipelines_tests.backends.kuberay_helpers import (
     JOB,
     REQUEST,

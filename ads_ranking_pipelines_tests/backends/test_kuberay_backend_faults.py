@@ -9,7 +9,8 @@ import pytest
 
 from ads_ranking_pipelines.backends.base import BackendError, JobSpec, JobState
 from ads_ranking_pipelines.backends.kuberay import rayjob_name_for
-from ads_ranking_pipelines.kuberay.client import RAYJOBS
+from ads_ranking_pipelines.backends.kuberay.client import RAYJOBS
+from ads_ranking_pipelines.config.validation import resolve_request
 from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
 from ads_ranking_pipelines_tests.backends.kuberay_helpers import (
     CATALOG,
@@ -54,7 +55,10 @@ def test_deadline_exceeded_is_surfaced_verbatim(fake_apiserver: FakeKubeApiServe
 
 
 def test_app_failure_is_reported_with_kuberays_message(fake_apiserver: FakeKubeApiServer) -> None:
-    fake_apiserver.scenario = Scenario(outcome="app_failed", log_lines=("Traceback", "ValueError"))
+    # The job runs a while, so the submit sees it Running (a job that fails before that is
+    # the test below).
+    fake_apiserver.scenario = Scenario(outcome="app_failed", log_lines=("Traceback", "ValueError"),
+                                       pod_running_after_s=0.3)
     backend = make_backend(fake_apiserver)
     with backend.session(REQUEST) as session:
         job_id = session.submit(JOB)
@@ -94,8 +98,8 @@ def test_readiness_timeout_fails_and_cleans_up(fake_apiserver: FakeKubeApiServer
 def test_409_on_create_leaves_the_other_object_alone(fake_apiserver: FakeKubeApiServer) -> None:
     fake_apiserver.scenario = Scenario(outcome="hang")
     name = rayjob_name_for(REQUEST.name, JOB.submission_id)
-    foreign = build_rayjob(REQUEST.model_copy(update={"name": name, "owner": "someone-else"}),
-                           CATALOG, entrypoint="python theirs.py", submission_id="theirs")
+    foreign = build_rayjob(resolve_request(REQUEST.model_copy(update={"name": name, "owner": "someone-else"}),
+                                           CATALOG), entrypoint="python theirs.py", submission_id="theirs")
     fake_apiserver.seed(RAYJOBS, foreign)
     backend = make_backend(fake_apiserver)
     with pytest.raises(BackendError) as info:
@@ -163,7 +167,7 @@ def test_teardown_that_cannot_delete_says_so(fake_apiserver: FakeKubeApiServer) 
     # Now a second job whose delete keeps failing.
     other = JobSpec("second", "python y.py")
     fake_apiserver.scenario = Scenario(log_lines=())
-    backend.ready_timeout_s = 5
+    backend.ctx.ready_timeout_s = 5
     session.submit(other)
     fake_apiserver.inject("DELETE", r"/rayjobs/", 500, times=None, message="webhook unavailable")
     with pytest.raises(BackendError) as info:

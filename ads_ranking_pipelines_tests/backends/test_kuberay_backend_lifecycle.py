@@ -12,7 +12,7 @@ from ads_ranking_pipelines.backends.base import BackendError, JobSpec, JobState
 from ads_ranking_pipelines.backends.kuberay import job_status_from_rayjob, rayjob_name_for
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.validation import RequestError
-from ads_ranking_pipelines.kuberay.client import RAYCLUSTERS, RAYJOBS
+from ads_ranking_pipelines.backends.kuberay.client import RAYCLUSTERS, RAYJOBS
 from ads_ranking_pipelines_tests.backends.kuberay_helpers import (
     JOB,
     NS,
@@ -55,7 +55,8 @@ def test_submit_follow_logs_and_succeed(fake_apiserver: FakeKubeApiServer,
     assert labels["dagster/code-location"] == "ads_ranking_pipelines"
     assert labels["ads-ranking.io/submission-id"] == JOB.submission_id
     spec = rayjob["spec"]
-    assert spec["jobId"] == JOB.submission_id and spec["shutdownAfterJobFinishes"] is True
+    assert spec["jobId"] == JOB.submission_id and spec["shutdownAfterJobFinishes"] is False
+    assert {r["policy"] for r in spec["deletionStrategy"]["deletionRules"]} == {"DeleteCluster", "DeleteSelf"}
     assert yaml.safe_load(spec["runtimeEnvYAML"])["env_vars"]["DAGSTER_PIPES_CONTEXT"] == PIPES_VALUE
     crd_schema.assert_valid({k: v for k, v in rayjob.items() if k != "status"})
     assert cluster == [] or all(c.startswith(job_id) for c in cluster)
@@ -67,8 +68,15 @@ def test_submit_follow_logs_and_succeed(fake_apiserver: FakeKubeApiServer,
 
 @pytest.mark.parametrize("status,state,message", [
     ({}, JobState.PENDING, "jobDeploymentStatus New"),
-    ({"jobDeploymentStatus": "Initializing", "rayClusterStatus": {"state": "failed", "reason": "quota"}},
-     JobState.PENDING, "RayCluster failed (quota)"),
+    ({"jobDeploymentStatus": "Initializing", "rayClusterStatus": {"conditions": [
+        {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreateHeadPod",
+         "message": "FailedCreateHeadPod\npods \"x-head\" is forbidden: exceeded quota"}]}},
+     JobState.PENDING, 'RayCluster FailedCreateHeadPod: FailedCreateHeadPod pods "x-head" is forbidden'),
+    # KubeRay writes a terminal jobStatus before the submitter has finished: not done yet.
+    ({"jobDeploymentStatus": "Running", "jobStatus": "SUCCEEDED"}, JobState.RUNNING,
+     "waiting for the submitter"),
+    ({"jobDeploymentStatus": "Running", "jobStatus": "FAILED"}, JobState.RUNNING,
+     "waiting for the submitter"),
     ({"jobDeploymentStatus": "Running", "jobStatus": "PENDING"}, JobState.PENDING, "Running"),
     ({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}, JobState.RUNNING, ""),
     ({"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED", "message": "ok"},

@@ -10,13 +10,15 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# A project image (the stock rayproject/ray image is refused on the KubeRay path).
+RAY_IMAGE = "registry.example.com/ads-ranking/ads-ranking-pipelines:0.1.0"
 
 
 def cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if k not in ("RAY_ADDRESS", "ADS_RANKING_BACKEND", "ADS_RANKING_POOL_CATALOG", "KUBECONFIG")}
     env.update({"ADS_RANKING_HOME": str(tmp_path / "ads_home"), "ADS_RANKING_OWNER": "tester",
-                "COLUMNS": "200", "PYTHONUNBUFFERED": "1"})
+                "ADS_RANKING_RAY_IMAGE": RAY_IMAGE, "COLUMNS": "200", "PYTHONUNBUFFERED": "1"})
     env.update(extra)
     return env
 

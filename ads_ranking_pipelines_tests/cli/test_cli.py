@@ -16,8 +16,10 @@ from ads_ranking_pipelines_tests.kuberay import crd_schema
 def test_done_when_h100_render_is_a_strictly_valid_raycluster(tmp_path) -> None:
     """The issue's done-when, exactly."""
     crd_schema.require_crds()
+    gpu_image = "registry.example.com/ads-ranking/ads-ranking-pipelines:0.1.0-gpu"
     result = run_cli("cluster", "render", "--gpu-pool", "h100-80gb", "--workers", "4",
-                     "--gpus-per-worker", "8", "-o", "json", env=cli_env(tmp_path))
+                     "--gpus-per-worker", "8", "-o", "json",
+                     env=cli_env(tmp_path, ADS_RANKING_RAY_IMAGE=gpu_image))
     manifest = json.loads(ok(result).stdout)
     assert manifest["apiVersion"] == "ray.io/v1" and manifest["kind"] == "RayCluster"
     crd_schema.assert_valid(manifest, strict=True)
@@ -25,9 +27,9 @@ def test_done_when_h100_render_is_a_strictly_valid_raycluster(tmp_path) -> None:
     assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == 4
     (worker,) = group["template"]["spec"]["containers"]
     assert worker["resources"]["limits"]["nvidia.com/gpu"] == "8"
-    assert worker["image"].endswith("-gpu")  # a GPU pool gets the CUDA image by default
+    assert worker["image"] == gpu_image
     assert group["template"]["spec"]["nodeSelector"] == {
-        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+        "cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
     assert manifest["metadata"]["labels"]["ads-ranking.io/owner"] == "tester"
     assert not (tmp_path / "ads_home").exists()  # render touches nothing
 
@@ -70,10 +72,26 @@ def test_invalid_input_exits_2_naming_field_and_valid_values(tmp_path, args, fie
     assert "Traceback" not in result.stderr
 
 
+def test_every_invalid_option_is_reported_in_one_go(tmp_path) -> None:
+    result = run_cli("cluster", "render", "--gpu-pool", "h100-80gb", "--workers", "9",
+                     "--cpus-per-worker", "250", "--head-memory", "64Mi", env=cli_env(tmp_path))
+    assert result.returncode == 2, result
+    assert "4 problems in the request" in result.stderr, result.stderr
+    for option in ("--workers (workers) = 9", "--gpus-per-worker (gpus_per_worker) = 0",
+                   "--cpus-per-worker (cpus_per_worker) = 250.0",
+                   "--head-memory (head_memory) = '64Mi'"):
+        assert option in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_pools_list_json(tmp_path) -> None:
     data = ok_json(run_cli("pools", "list", "-o", "json", env=cli_env(tmp_path)))
-    assert data["default_pool"] == "local"
+    assert data["default_pool"] == "local" and data["provider"] == "gke"
     pools = {p["name"]: p for p in data["pools"]}
+    assert (pools["h100-80gb"]["default_cpus_per_gpu"], pools["h100-80gb"]["default_memory_per_gpu"]
+            ) == (23.0, "210Gi")
+    assert pools["h100-80gb"]["node_selector"] == {
+        "cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
     assert set(pools) == {"local", "cpu-standard", "l4", "a100-80gb", "h100-80gb"}
     assert pools["h100-80gb"]["gpus_per_node"] == 8 and pools["h100-80gb"]["max_workers"] == 8
     assert pools["local"]["default"] is True and pools["local"]["gpu_type"] is None
@@ -122,3 +140,40 @@ def test_settings_are_read_per_invocation_not_at_import(tmp_path) -> None:
         assert result.exit_code == 0, result.output
         (row,) = json.loads(result.stdout)
         assert row["name"] == f"c-{name}" and row["status"] == "dead"
+
+
+@pytest.mark.parametrize("image,reason", [
+    ("", "no image given"),
+    ("rayproject/ray:2.60.0-py311-gpu", "does not contain ads_ranking_pipelines"),
+    ("registry.example.com/ads-ranking-pipelines:latest", "pin the build"),
+])
+def test_kuberay_render_refuses_images_that_cannot_run_our_jobs(tmp_path, image: str,
+                                                                reason: str) -> None:
+    """Issue 6 item 1: the stock Ray image has no torch/TorchRec/this package."""
+    result = run_cli("cluster", "render", "--gpu-pool", "cpu-standard",
+                     env=cli_env(tmp_path, ADS_RANKING_RAY_IMAGE=image))
+    assert result.returncode == 2, result
+    assert "--image (image)" in result.stderr and reason in result.stderr
+    assert "make image IMAGE=REGISTRY/ads-ranking-pipelines:TAG" in result.stderr or image
+
+
+def test_pipeline_run_on_kuberay_lists_every_preflight_problem_and_exits_2(tmp_path) -> None:
+    """Issue 6 item 2: a local storage root, the stock image and an oversized request are
+    reported together, each naming its setting, before any cluster is asked for."""
+    env = cli_env(tmp_path, ADS_RANKING_BACKEND="kuberay",
+                  ADS_RANKING_RAY_IMAGE="rayproject/ray:2.60.0-py311-cpu")
+    result = run_cli("pipeline", "run", "--date", "2026-11-20", "--gpu-pool", "cpu-standard",
+                     "--workers", "40", env=env)
+    assert result.returncode == 2, result
+    err = result.stderr
+    assert "3 problems" in err
+    assert "ADS_RANKING_HOME=" in err and "cannot see" in err
+    assert "image='rayproject/ray:2.60.0-py311-cpu'" in err
+    assert "workers=40" in err
+    assert not (tmp_path / "ads_home" / "models").exists()
+
+
+def test_bad_setting_names_the_variable(tmp_path) -> None:
+    result = run_cli("cluster", "list", env=cli_env(tmp_path, ADS_RANKING_RAYJOB_DELETION="never"))
+    assert result.returncode == 2
+    assert "invalid ADS_RANKING_RAYJOB_DELETION='never'; valid: rules, shutdown" in result.stderr

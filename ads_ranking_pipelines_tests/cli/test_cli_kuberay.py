@@ -3,7 +3,7 @@ reached through a kubeconfig context (the way a laptop reaches a real cluster)."
 
 from __future__ import annotations
 
-from ads_ranking_pipelines.kuberay.client import RAYCLUSTERS, RAYJOBS
+from ads_ranking_pipelines.backends.kuberay.client import RAYCLUSTERS, RAYJOBS
 from ads_ranking_pipelines_tests.cli.helpers import cli_env, ok, ok_json, run_cli
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 - fixture
     FakeKubeApiServer,
@@ -71,3 +71,30 @@ def test_kuberay_create_failure_exits_1_with_the_reason(fake_apiserver: FakeKube
     # An unreachable API server is a runtime failure.
     down = run_cli("cluster", "list", "--backend", "kuberay", "--context", "decoy", env=env)
     assert down.returncode == 1 and "Traceback" not in down.stderr
+
+
+def test_kuberay_gc_collects_only_our_leftovers(fake_apiserver: FakeKubeApiServer, tmp_path) -> None:
+    """``cluster gc``: a finished RayJob of ours the operator left behind (shutdown mode) is
+    deleted; someone else's, and one of ours still running, are not."""
+    def rayjob(name: str, labels: dict, status: dict) -> dict:
+        return {"apiVersion": "ray.io/v1", "kind": "RayJob",
+                "metadata": {"name": name, "namespace": NS, "labels": labels},
+                "spec": {"entrypoint": "python x.py"}, "status": status}
+
+    ours = {"app.kubernetes.io/managed-by": "ads-ranking-pipelines"}
+    finished = {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED",
+                "endTime": "2026-01-01T00:00:00Z"}
+    fake_apiserver.seed(RAYJOBS, rayjob("ours-left", ours, finished))
+    fake_apiserver.seed(RAYJOBS, rayjob("ours-running", ours, {"jobDeploymentStatus": "Running"}))
+    fake_apiserver.seed(RAYJOBS, rayjob("theirs", {"team": "other"}, finished))
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", fake_apiserver, context="fake")
+    env = cli_env(tmp_path, KUBECONFIG=kubeconfig, ADS_RANKING_BACKEND="kuberay")
+    env.pop("DAGSTER_HOME", None)
+    dry = ok(run_cli("cluster", "gc", "--dry-run", "--context", "fake", env=env))
+    assert '"name": "ours-left"' in dry.stdout and '"would delete"' in dry.stdout
+    assert "no Dagster instance" in dry.stderr
+    assert fake_apiserver.names(RAYJOBS) == ["ours-left", "ours-running", "theirs"]
+    done = ok(run_cli("cluster", "gc", "--context", "fake", env=env))
+    assert '"name": "ours-left"' in done.stdout and '"action": "deleted"' in done.stdout
+    assert fake_apiserver.wait_for(
+        lambda: fake_apiserver.names(RAYJOBS) == ["ours-running", "theirs"], 5)

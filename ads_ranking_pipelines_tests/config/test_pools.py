@@ -8,6 +8,7 @@ from pydantic import ValidationError
 
 from ads_ranking_pipelines.config.pools import (
     CATALOG_ENV_VAR,
+    NODE_LABEL_PROVIDERS,
     CatalogError,
     GpuPool,
     UnknownPoolError,
@@ -38,7 +39,9 @@ def test_gpu_pools_select_and_tolerate_gpu_nodes() -> None:
     assert catalog.get("a100-80gb").node_selector == {
         "cloud.google.com/gke-accelerator": "nvidia-a100-80gb"}
     h100 = catalog.get("h100-80gb")
-    assert h100.node_selector == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    # GKE sets this label on the A3 node pool; nvidia.com/gpu.product (GPU feature discovery)
+    # is not there on GKE's managed GPU stack, so pods selecting on it stay Pending forever.
+    assert h100.node_selector == {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
     assert h100.gpu_product == "NVIDIA-H100-80GB-HBM3"
     assert h100.gpus_per_node == 8 and h100.cpus_per_node >= 192
     assert h100.memory_per_node_bytes >= 1800 * 2**30
@@ -115,3 +118,71 @@ def test_pool_model_rules() -> None:
         GpuPool(**base, local=True, node_selector={"a": "b"})
     with pytest.raises(ValidationError, match="Exists cannot set a value"):
         GpuPool(**base, tolerations=[{"key": "k", "operator": "Exists", "value": "v"}])
+
+
+# ---- node labels per provider (issue 6, item 7) -----------------------------------------------
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "pool-catalogs"
+
+
+def test_shipped_catalog_is_one_consistent_provider_gke() -> None:
+    catalog = load_catalog()
+    assert catalog.provider == "gke"
+    gke = NODE_LABEL_PROVIDERS["gke"]
+    for pool in catalog:
+        assert set(pool.node_selector) <= gke.labels, pool.name
+        if pool.has_gpus:
+            assert pool.node_selector == {"cloud.google.com/gke-accelerator": pool.gpu_type}
+
+
+def _gpu_pool(selector: dict[str, str], **extra: object) -> dict[str, object]:
+    return {"name": "h100", "gpu_type": "nvidia-h100-80gb", "gpu_product": "NVIDIA-H100-80GB-HBM3",
+            "machine_type": "p5.48xlarge", "gpus_per_node": 8, "cpus_per_node": 192,
+            "memory_per_node": "2048Gi", "max_workers": 8, "node_selector": selector, **extra}
+
+
+LOCAL = {"name": "local", "cpus_per_node": 1, "memory_per_node": "1Gi", "max_workers": 1,
+         "local": True}
+
+
+@pytest.mark.parametrize("provider,selector,needles", [
+    # today's H100 pool in a GKE catalog: GPU feature discovery labels are not set on GKE
+    ("gke", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+     ["'nvidia.com/gpu.product', a label gpu-operator nodes carry but gke nodes do not",
+      "must select cloud.google.com/gke-accelerator: nvidia-h100-80gb"]),
+    ("gke", {"cloud.google.com/gke-accelerator": "nvidia-h100"}, ["got 'nvidia-h100'"]),
+    ("eks", {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"},
+     ["a label gke nodes carry", "node.kubernetes.io/instance-type: p5.48xlarge"]),
+    ("gpu-operator", {"node.kubernetes.io/instance-type": "p5.48xlarge"},
+     ["nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3"]),
+])
+def test_a_selector_on_labels_the_provider_does_not_set_is_refused(
+        tmp_path: Path, provider: str, selector: dict[str, str], needles: list[str]) -> None:
+    path = _write(tmp_path, {"provider": provider, "pools": [LOCAL, _gpu_pool(selector)]})
+    with pytest.raises(CatalogError) as info:
+        load_catalog(path)
+    message = str(info.value)
+    assert f"provider {provider!r}" in message and "'h100'" in message
+    assert "valid providers: gke, eks, gpu-operator, custom" in message
+    for needle in needles:
+        assert needle in message, message
+
+
+@pytest.mark.parametrize("provider,selector", [
+    ("gke", {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}),
+    ("eks", {"node.kubernetes.io/instance-type": "p5.48xlarge"}),
+    ("gpu-operator", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}),
+    ("custom", {"example.com/gpu": "h100"}),
+])
+def test_each_provider_accepts_its_own_gpu_label(tmp_path: Path, provider: str,
+                                                  selector: dict[str, str]) -> None:
+    catalog = load_catalog(_write(tmp_path, {"provider": provider,
+                                             "pools": [LOCAL, _gpu_pool(selector)]}))
+    assert catalog.provider == provider and catalog.get("h100").node_selector == selector
+
+
+@pytest.mark.parametrize("name,provider", [("eks.yaml", "eks"), ("gpu-operator.yaml", "gpu-operator")])
+def test_example_catalogs_for_other_providers_load(name: str, provider: str) -> None:
+    catalog = load_catalog(EXAMPLES / name)
+    assert catalog.provider == provider and "h100-80gb" in catalog
+    label = NODE_LABEL_PROVIDERS[provider].gpu_label
+    assert all(label in p.node_selector for p in catalog if p.has_gpus)

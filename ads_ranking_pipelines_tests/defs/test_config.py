@@ -7,7 +7,8 @@ import pytest
 
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.defs.config import TrainingConfig
-from ads_ranking_pipelines.defs.resources import EventSourceResource, RayClusterResource
+from ads_ranking_pipelines.defs.ray_resources import KubeRayResource, LocalRayResource
+from ads_ranking_pipelines.defs.resources import EventSourceResource
 
 
 def test_training_config_defaults_match_params():
@@ -39,16 +40,111 @@ def test_synthetic_source_defaults_under_home(tmp_path):
     assert src.uri == f"{tmp_path}/events/synthetic"
 
 
+IMAGE = "registry.example.com/ads-ranking/ads-ranking-pipelines:0.1.0-gpu"
+
+
+def kuberay(tmp_path, **fields) -> KubeRayResource:
+    fields.setdefault("storage_home", "gs://bucket/ads")
+    fields.setdefault("image", IMAGE)
+    return KubeRayResource(**fields)
+
+
 def test_cluster_request_validated_against_catalog(tmp_path):
-    res = RayClusterResource(state_dir=str(tmp_path))
+    res = LocalRayResource(state_dir=str(tmp_path))
     req = res.cluster_request(TrainingParams(num_workers=3), "abcdef0123456789")
     assert req.name == "arp-abcdef01" and req.workers == 3 and req.gpu_pool == "local"
     with pytest.raises(dg.Failure, match=r"gpu_pool='nope'.*valid: .*h100-80gb"):
         res.cluster_request(TrainingParams(gpu_pool="nope"), "abcdef01")
-    kube = RayClusterResource(state_dir=str(tmp_path), backend="kuberay")
+    kube = kuberay(tmp_path)
     with pytest.raises(dg.Failure, match="workers=20"):
         kube.cluster_request(TrainingParams(gpu_pool="l4", gpus_per_worker=1, num_workers=20), "abcdef01")
     with pytest.raises(dg.Failure, match="gpus_per_worker"):
         kube.cluster_request(TrainingParams(gpu_pool="cpu-standard", gpus_per_worker=1), "abcdef01")
     ok = kube.cluster_request(TrainingParams(gpu_pool="h100-80gb", gpus_per_worker=8, num_workers=4), "abcdef01")
     assert ok.gpus_per_worker == 8 and ok.gpu_pool == "h100-80gb"
+
+
+def test_gpu_training_workers_get_the_pools_share_by_default(tmp_path):
+    # Issue 6 item 8: 8 GPUs and 1 CPU starve the input pipeline.
+    kube = kuberay(tmp_path)
+    params = TrainingParams(gpu_pool="h100-80gb", gpus_per_worker=8, num_workers=4)
+    assert params.cpus_per_worker is None
+    req = kube.cluster_request(params, "abcdef01")
+    assert (req.cpus_per_worker, req.memory_per_worker) == (184.0, "1680Gi")
+    resolved = params.with_cluster_cpus(req.cpus_per_worker)
+    assert resolved.cpus_per_worker == 184.0 and resolved.worker_cpus == 184.0
+    # what the user sets wins, on the pod and in the Ray Train reservation
+    pinned = TrainingParams(gpu_pool="h100-80gb", gpus_per_worker=8, cpus_per_worker=32)
+    assert kube.cluster_request(pinned, "abcdef01").cpus_per_worker == 32
+    assert pinned.with_cluster_cpus(184.0).cpus_per_worker == 32
+    local = LocalRayResource(state_dir=str(tmp_path)).cluster_request(TrainingParams(), "abcdef01")
+    assert (local.cpus_per_worker, local.memory_per_worker) == (1.0, "4Gi")
+
+
+def test_local_backend_refuses_gpu_pools_naming_the_cpu_ones(tmp_path):
+    with pytest.raises(dg.Failure, match=r"gpu_pool='l4': the local backend has no GPUs; valid: a CPU pool \(local, cpu-standard\)"):
+        LocalRayResource(state_dir=str(tmp_path)).cluster_request(
+            TrainingParams(gpu_pool="l4", gpus_per_worker=1), "abcdef01")
+
+
+def test_kuberay_preflight_reports_every_problem_at_once(tmp_path):
+    """Issue 6 items 1 and 2: the stock Ray image, a storage root the pods cannot see and a
+    bad size are refused together, each naming its setting, before anything is created."""
+    kube = kuberay(tmp_path, image="rayproject/ray:2.60.0-py311-gpu", storage_home=str(tmp_path))
+    with pytest.raises(dg.Failure) as info:
+        kube.cluster_request(TrainingParams(gpu_pool="l4", gpus_per_worker=1, num_workers=20),
+                             "abcdef01")
+    text = info.value.description
+    assert text.startswith("3 problems in the request:")
+    assert "image='rayproject/ray:2.60.0-py311-gpu'" in text and "ModuleNotFoundError" in text
+    assert "make image" in text  # says how to build ours
+    assert f"ADS_RANKING_HOME='{tmp_path}'" in text and "s3://" in text and "gs://" in text
+    assert "workers=20" in text
+
+
+def test_kuberay_preflight_refuses_no_image(tmp_path):
+    with pytest.raises(dg.Failure, match=r"image=None: no image given"):
+        kuberay(tmp_path, image=None).cluster_request(TrainingParams(gpu_pool="cpu-standard"),
+                                                      "abcdef01")
+
+
+def test_kuberay_image_from_the_run_tag_then_the_setting(tmp_path):
+    kube = kuberay(tmp_path, image=None, ray_image="reg.example.com/ads-ranking-pipelines:env")
+    assert kube.request_fields()["image"] == "reg.example.com/ads-ranking-pipelines:env"
+    kube._run_tags = {"dagster/image": "reg.example.com/ads-ranking-pipelines:run"}
+    assert kube.request_fields()["image"] == "reg.example.com/ads-ranking-pipelines:run"
+    pinned = kuberay(tmp_path, image="reg.example.com/ads-ranking-pipelines:cfg")
+    pinned._run_tags = {"dagster/image": "reg.example.com/ads-ranking-pipelines:run"}
+    assert pinned.request_fields()["image"] == "reg.example.com/ads-ranking-pipelines:cfg"
+
+
+def test_kuberay_shared_volume_storage_is_mounted_in_the_ray_pods(tmp_path):
+    kube = kuberay(tmp_path, storage_home="/mnt/ads-ranking", shared_volume_claim="ads-ranking-data")
+    req = kube.cluster_request(TrainingParams(gpu_pool="cpu-standard"), "abcdef01")
+    assert (req.shared_volume_claim, req.shared_volume_path) == ("ads-ranking-data", "/mnt/ads-ranking")
+    with pytest.raises(dg.Failure, match="relative path"):
+        kuberay(tmp_path, storage_home="data/ads", shared_volume_claim="ads-ranking-data"
+                ).cluster_request(TrainingParams(gpu_pool="cpu-standard"), "abcdef01")
+
+
+def test_definitions_pick_the_resource_class_from_the_settings(tmp_path):
+    from ads_ranking_pipelines.definitions import build_definitions
+
+    local = build_definitions({"ADS_RANKING_HOME": str(tmp_path)})
+    assert isinstance(local.resources["ray_cluster"], LocalRayResource)
+    kube = build_definitions({"ADS_RANKING_HOME": "gs://b/p", "ADS_RANKING_BACKEND": "kuberay",
+                              "ADS_RANKING_NAMESPACE": "ray-jobs",
+                              "ADS_RANKING_RAY_IMAGE": IMAGE, "ADS_RANKING_KUBE_IN_CLUSTER": "true"})
+    res = kube.resources["ray_cluster"]
+    assert isinstance(res, KubeRayResource)
+    assert (res.namespace, res.ray_image, res.in_cluster, res.storage_home) == (
+        "ray-jobs", IMAGE, True, "gs://b/p")
+    with pytest.raises(ValueError, match=r"ADS_RANKING_BACKEND='k8s'; valid: local, kuberay"):
+        build_definitions({"ADS_RANKING_BACKEND": "k8s"})
+
+
+def test_dev_mode_needs_object_storage(tmp_path):
+    kube = kuberay(tmp_path, storage_home="/mnt/x", shared_volume_claim="data",
+                   dev_working_tree=str(tmp_path))
+    with pytest.raises(dg.Failure, match=r"ADS_RANKING_DEV_WORKING_TREE=.*s3:// or gs://"):
+        kube.cluster_request(TrainingParams(gpu_pool="cpu-standard"), "abcdef01")

@@ -1,6 +1,6 @@
 """The Dagster provisioning resource on the KubeRay backend, against the fake API server.
 
-``RayClusterResource(backend="kuberay")`` reaches the fake through the real ``kubernetes``
+``KubeRayResource`` reaches the fake through the real ``kubernetes``
 client and a kubeconfig context (the way a deployment reaches a real cluster). A Dagster asset
 runs a Ray job over that session with :func:`run_ray_job`; the fake's submitter pod prints
 what the job's driver would: Dagster Pipes messages (opened, a log line, metrics and the
@@ -20,8 +20,8 @@ from dagster_pipes import PIPES_PROTOCOL_VERSION, PIPES_PROTOCOL_VERSION_FIELD, 
 from ads_ranking_pipelines.backends.base import JobSpec
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.defs.pipes import run_ray_job
-from ads_ranking_pipelines.defs.resources import RayClusterResource
-from ads_ranking_pipelines.kuberay.client import RAYCLUSTERS, RAYJOBS
+from ads_ranking_pipelines.defs.ray_resources import KubeRayResource, RayClusterResource
+from ads_ranking_pipelines.backends.kuberay.client import RAYCLUSTERS, RAYJOBS
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 - fixture
     FakeKubeApiServer,
     Scenario,
@@ -57,10 +57,13 @@ DRIVER_LOG = (
 )
 
 
+IMAGE = "registry.example.com/ads-ranking/ads-ranking-pipelines:0.1.0-gpu"
+
+
 def make_resource(fake: FakeKubeApiServer, tmp_path) -> RayClusterResource:
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", fake, context="fake")
-    return RayClusterResource(backend="kuberay", kube_config_file=kubeconfig, kube_context="fake",
-                              namespace=NS, state_dir=str(tmp_path / "state"))
+    return KubeRayResource(kube_config_file=kubeconfig, kube_context="fake", namespace=NS,
+                           storage_home="gs://ads-ranking-test/home", image=IMAGE)
 
 
 def train_asset(fake: FakeKubeApiServer, params: TrainingParams, seen: dict[str, Any]):
@@ -106,9 +109,7 @@ def assert_nothing_left(fake: FakeKubeApiServer) -> None:
 
 
 def test_gpu_request_reaches_the_rayjob(fake_apiserver: FakeKubeApiServer, tmp_path) -> None:
-    # KubeRay keeps the finished job's cluster a while (as with ttlSecondsAfterFinished): the
-    # asset still sees it, and the resource's teardown has to take it away.
-    fake_apiserver.scenario = Scenario(log_lines=DRIVER_LOG, cluster_cleanup_after_s=600)
+    fake_apiserver.scenario = Scenario(log_lines=DRIVER_LOG)
     seen: dict[str, Any] = {}
     result, messages = materialize(fake_apiserver, tmp_path, H100, seen)
     assert result.success, messages
@@ -127,17 +128,17 @@ def test_gpu_request_reaches_the_rayjob(fake_apiserver: FakeKubeApiServer, tmp_p
     assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == 4
     pod = group["template"]
     assert pod["metadata"]["labels"]["dagster/run-id"] == result.run_id
-    assert pod["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert pod["spec"]["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
     (worker,) = pod["spec"]["containers"]
     assert worker["resources"]["requests"]["nvidia.com/gpu"] == "8"
     assert worker["resources"]["limits"]["nvidia.com/gpu"] == "8"
-    assert worker["image"] == "rayproject/ray:2.60.0-py311-gpu"
+    assert worker["image"] == IMAGE
     head = rayjob["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
     assert "nvidia.com/gpu" not in head["containers"][0]["resources"].get("limits", {})
     # The toy operator made that cluster with 4 worker pods (and a head and a submitter).
-    (cluster,) = seen["rayclusters"]
+    (cluster,) = fake_apiserver.operator_made
     assert cluster["metadata"]["labels"]["ray.io/originated-from-cr-name"] == rayjob["metadata"]["name"]
-    assert sum("-workers-worker-" in name for name in seen["pods"]) == 4
+    assert cluster["spec"]["workerGroupSpecs"][0]["replicas"] == 4
 
     # The Pipes bootstrap travels in runtimeEnvYAML, next to the job's own env vars, and
     # nothing else does: no credential of the kubeconfig anywhere in the object.

@@ -1,8 +1,9 @@
 """Offline validation of rendered manifests against the real KubeRay CRDs.
 
-The CRDs live outside the repository, in ``../shared/kuberay-crds`` relative to the repo
-root (override with ``ADS_RANKING_KUBERAY_CRDS``); they are never copied here. Tests that
-need them skip with a clear message when the directory is absent.
+The KubeRay v1.7.0 CRDs are vendored next to this file (``crds/``, source and checksums in
+``crds/SOURCE.md``), so no test skips for want of them. ``ADS_RANKING_KUBERAY_CRDS`` points
+the tests at another directory (e.g. another KubeRay release); a directory that lacks them
+fails the tests, it does not skip them.
 
 The CRD schemas omit ``additionalProperties: false`` (the API server prunes unknown fields
 silently), so a plain check misses typos. :func:`strictify` injects it into every object
@@ -25,12 +26,10 @@ import yaml
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 CRDS_ENV_VAR = "ADS_RANKING_KUBERAY_CRDS"
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_CRDS_DIR = REPO_ROOT.parent / "shared" / "kuberay-crds"
+DEFAULT_CRDS_DIR = Path(__file__).resolve().parent / "crds"
 CRD_FILES = {
     "RayCluster": "ray.io_rayclusters.yaml",
     "RayJob": "ray.io_rayjobs.yaml",
-    "RayService": "ray.io_rayservices.yaml",
 }
 
 
@@ -40,15 +39,14 @@ def crds_dir() -> Path:
 
 
 def require_crds() -> Path:
-    """The CRD directory, or skip the calling test with a message saying where to put it."""
+    """The CRD directory; fails the calling test (never skips) when the CRDs are not there."""
     path = crds_dir()
-    missing = [CRD_FILES[k] for k in ("RayCluster", "RayJob") if not (path / CRD_FILES[k]).is_file()]
+    missing = [name for name in CRD_FILES.values() if not (path / name).is_file()]
     if missing:
-        pytest.skip(
-            f"KubeRay CRDs not found: {path} lacks {', '.join(missing)}. Put the KubeRay v1.7.0 "
-            f"CRDs in ../shared/kuberay-crds (relative to the repo root) or point "
-            f"{CRDS_ENV_VAR} at a directory holding them."
-        )
+        pytest.fail(
+            f"KubeRay CRDs not found: {path} lacks {', '.join(missing)}. They are vendored in "
+            f"{DEFAULT_CRDS_DIR.relative_to(DEFAULT_CRDS_DIR.parents[2])}; unset {CRDS_ENV_VAR} "
+            "or point it at a directory holding them.", pytrace=False)
     return path
 
 

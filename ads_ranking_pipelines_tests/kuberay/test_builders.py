@@ -9,7 +9,7 @@ import pytest
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.pools import load_catalog
 from ads_ranking_pipelines.config.quantity import parse_memory
-from ads_ranking_pipelines.config.validation import RequestError
+from ads_ranking_pipelines.config.validation import RequestError, RequestErrors, resolve_request
 from ads_ranking_pipelines.kuberay.pod import GPU_RESOURCE, SHM_FRACTION, container_security_context
 from ads_ranking_pipelines.kuberay.raycluster import build_raycluster
 from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
@@ -32,9 +32,18 @@ def test_rayjob_cluster_is_the_raycluster(case: Case) -> None:
 def test_rayjob_lifecycle_fields(case: Case) -> None:
     spec = render(case)["rayjob"]["spec"]
     assert spec["submissionMode"] == "K8sJobMode"
-    assert spec["shutdownAfterJobFinishes"] is True
-    assert spec["ttlSecondsAfterFinished"] == case.request.ttl_seconds_after_finished
+    # KubeRay v1.7 deletion rules: the cluster goes when the job ends, the RayJob (and its
+    # submitter) after the TTL; rules exclude shutdownAfterJobFinishes and the global TTL.
+    assert spec["shutdownAfterJobFinishes"] is False and "ttlSecondsAfterFinished" not in spec
+    ttl = case.request.ttl_seconds_after_finished
+    rules = {(r["policy"], tuple(sorted((k, v) for k, v in r["condition"].items()
+                                        if k != "ttlSeconds")), r["condition"]["ttlSeconds"])
+             for r in spec["deletionStrategy"]["deletionRules"]}
+    for cond in ((("jobStatus", "SUCCEEDED"),), (("jobStatus", "FAILED"),),
+                 (("jobDeploymentStatus", "Failed"),)):
+        assert ("DeleteCluster", cond, 0) in rules and ("DeleteSelf", cond, ttl) in rules
     assert spec["activeDeadlineSeconds"] == case.request.active_deadline_seconds
+    assert spec["preRunningDeadlineSeconds"] == case.request.pre_running_deadline_seconds
     assert spec["jobId"] == SUBMISSION_ID
     assert spec["backoffLimit"] == 0
     assert spec["submitterPodTemplate"]["spec"]["restartPolicy"] == "Never"
@@ -43,7 +52,7 @@ def test_rayjob_lifecycle_fields(case: Case) -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_pods_are_hardened_and_sized(case: Case) -> None:
-    request = case.request
+    request = resolve_request(case.request, CATALOG).request
     for role, template in pod_templates(render(case)["rayjob"]):
         pod = template["spec"]
         (container,) = pod["containers"]
@@ -91,7 +100,7 @@ def test_h100_shape() -> None:
     group = cluster["workerGroupSpecs"][0]
     assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (4, 4, 4)
     pod = group["template"]["spec"]
-    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
     assert pod["containers"][0]["resources"]["limits"] == {
         "cpu": "176", "memory": "1600Gi", GPU_RESOURCE: "8"}
     assert cluster["enableInTreeAutoscaling"] is False and "autoscalerOptions" not in cluster
@@ -122,20 +131,31 @@ def test_no_secret_values_rendered(case: Case) -> None:
         assert needle not in text
 
 
+def test_gpu_workers_default_to_their_share_of_the_node() -> None:
+    # Item 8: an 8-GPU worker that names no CPUs/memory gets the node's share, not 1 CPU / 4Gi.
+    request = ClusterRequest(name="r", gpu_pool="h100-80gb", workers=2, gpus_per_worker=8,
+                             image="rayproject/ray:2.60.0-py311-gpu")
+    worker = build_raycluster(resolve_request(request, CATALOG))["spec"]["workerGroupSpecs"][0]
+    pod = worker["template"]["spec"]
+    assert pod["containers"][0]["resources"]["limits"] == {
+        "cpu": "184", "memory": "1680Gi", GPU_RESOURCE: "8"}
+    assert pod["volumes"][0]["emptyDir"]["sizeLimit"] == "504Gi"  # 30% for /dev/shm
+
+
 def test_head_only_cluster_schedules_on_the_head() -> None:
-    cluster = build_raycluster(ClusterRequest(name="solo", workers=0), CATALOG)
+    cluster = build_raycluster(resolve_request(ClusterRequest(name="solo", workers=0), CATALOG))
     assert "num-cpus" not in cluster["spec"]["headGroupSpec"]["rayStartParams"]
     assert cluster["spec"]["workerGroupSpecs"][0]["replicas"] == 0
 
 
-def test_builders_validate_the_request() -> None:
-    bad = ClusterRequest(name="r", gpu_pool="h100-80gb", gpus_per_worker=16,
-                         image="rayproject/ray:2.60.0-py311-gpu")
-    with pytest.raises(RequestError) as info:
-        build_raycluster(bad, CATALOG)
-    assert info.value.field == "gpus_per_worker"
-    with pytest.raises(RequestError):
-        build_rayjob(bad, CATALOG, entrypoint="python x.py", submission_id="s")
+def test_one_rayjob_per_submission_renames_without_revalidating() -> None:
+    resolved = resolve_request(ClusterRequest(name="r"), CATALOG)
+    job = build_rayjob(resolved.renamed("r-step-1"), entrypoint="python x.py", submission_id="s")
+    assert job["metadata"]["name"] == "r-step-1"
+    assert job["spec"]["rayClusterSpec"] == build_raycluster(resolved)["spec"]
+    with pytest.raises(RequestErrors) as info:
+        resolved.renamed("Not A Name")
+    assert info.value.field == "name" and "DNS-1035" in str(info.value)
 
 
 @pytest.mark.parametrize("kwargs,field", [
@@ -150,6 +170,30 @@ def test_builders_validate_the_request() -> None:
 ])
 def test_rayjob_arguments_are_checked(kwargs: dict, field: str) -> None:
     with pytest.raises(RequestError) as info:
-        build_rayjob(ClusterRequest(name="r"), CATALOG, **kwargs)
+        build_rayjob(resolve_request(ClusterRequest(name="r"), CATALOG), **kwargs)
     assert info.value.field == field
     assert "hf_abc" not in str(info.value)
+
+
+def test_shutdown_mode_for_operators_without_the_deletion_gate() -> None:
+    from ads_ranking_pipelines.config.pools import load_catalog
+    from ads_ranking_pipelines.config.validation import resolve_request
+    from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
+
+    case = CASES[0]
+    spec = build_rayjob(resolve_request(case.request, load_catalog()), entrypoint="true",
+                        submission_id=SUBMISSION_ID, deletion="shutdown")["spec"]
+    assert spec["shutdownAfterJobFinishes"] is True and "deletionStrategy" not in spec
+    assert spec["ttlSecondsAfterFinished"] == case.request.ttl_seconds_after_finished
+
+
+def test_unknown_deletion_mode_is_refused_naming_the_valid_ones() -> None:
+    from ads_ranking_pipelines.config.pools import load_catalog
+    from ads_ranking_pipelines.config.validation import RequestError, resolve_request
+    from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
+
+    with pytest.raises(RequestError) as info:
+        build_rayjob(resolve_request(CASES[0].request, load_catalog()), entrypoint="true",
+                     submission_id=SUBMISSION_ID, deletion="forever")
+    assert "rayjob_deletion" in str(info.value) and "'forever'" in str(info.value)
+    assert "rules" in str(info.value) and "shutdown" in str(info.value)

@@ -1,13 +1,12 @@
 """Golden files: the rendered manifests for a table of requests, reviewed as YAML.
 
-Regenerate after an intended change with
-``UPDATE_GOLDEN=1 .venv/bin/python -m pytest ads_ranking_pipelines_tests/kuberay/test_golden.py``
-and review the diff.
+The tests only compare; they never write. After an intended change, regenerate with
+``.venv/bin/python -m ads_ranking_pipelines_tests.kuberay.update_golden``, review
+``git diff``, then run the tests: no flag can turn a differing file green.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -15,20 +14,22 @@ import pytest
 import yaml
 
 from ads_ranking_pipelines.config.pools import load_catalog
+from ads_ranking_pipelines.config.validation import resolve_request
 from ads_ranking_pipelines.kuberay.raycluster import build_raycluster
 from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
 from ads_ranking_pipelines_tests.kuberay.cases import CASES, SUBMISSION_ID, Case
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
+KINDS = ("raycluster", "rayjob")
+REGENERATE = "python -m ads_ranking_pipelines_tests.kuberay.update_golden"
 
 
 def render(case: Case) -> dict[str, dict[str, Any]]:
-    catalog = load_catalog()
+    resolved = resolve_request(case.request, load_catalog())
     return {
-        "raycluster": build_raycluster(case.request, catalog, **case.label_kwargs()),
+        "raycluster": build_raycluster(resolved, **case.label_kwargs()),
         "rayjob": build_rayjob(
-            case.request, catalog, entrypoint=case.entrypoint, submission_id=SUBMISSION_ID,
+            resolved, entrypoint=case.entrypoint, submission_id=SUBMISSION_ID,
             runtime_env=case.runtime_env, **case.label_kwargs(),
         ),
     }
@@ -38,18 +39,23 @@ def dump(manifest: dict[str, Any]) -> str:
     return yaml.safe_dump(manifest, sort_keys=False, default_flow_style=False, width=100)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-@pytest.mark.parametrize("kind", ["raycluster", "rayjob"])
-def test_matches_golden(case: Case, kind: str) -> None:
-    rendered = dump(render(case)[kind])
-    path = GOLDEN_DIR / f"{case.name}.{kind}.yaml"
-    if UPDATE:
-        GOLDEN_DIR.mkdir(exist_ok=True)
-        path.write_text(rendered, encoding="utf-8")
-    assert path.exists(), f"{path} missing; run with UPDATE_GOLDEN=1 to create it"
-    assert rendered == path.read_text(encoding="utf-8"), (
-        f"{path.name} differs from the rendered {kind}; if intended, regenerate with UPDATE_GOLDEN=1"
+def golden_path(case: Case, kind: str, golden_dir: Path = GOLDEN_DIR) -> Path:
+    return golden_dir / f"{case.name}.{kind}.yaml"
+
+
+def assert_matches_golden(case: Case, kind: str, golden_dir: Path = GOLDEN_DIR) -> None:
+    path = golden_path(case, kind, golden_dir)
+    assert path.exists(), f"{path} missing; create it with `{REGENERATE}` and review it"
+    assert dump(render(case)[kind]) == path.read_text(encoding="utf-8"), (
+        f"{path.name} differs from the rendered {kind}; if intended, regenerate with "
+        f"`{REGENERATE}` and review the diff"
     )
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize("kind", KINDS)
+def test_matches_golden(case: Case, kind: str) -> None:
+    assert_matches_golden(case, kind)
 
 
 def test_rendering_is_deterministic() -> None:
@@ -58,5 +64,23 @@ def test_rendering_is_deterministic() -> None:
 
 
 def test_no_orphan_golden_files() -> None:
-    expected = {f"{c.name}.{k}.yaml" for c in CASES for k in ("raycluster", "rayjob")}
+    expected = {golden_path(c, k).name for c in CASES for k in KINDS}
     assert {p.name for p in GOLDEN_DIR.glob("*.yaml")} == expected
+
+
+def test_no_update_flag_can_pass_a_differing_golden_file(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from ads_ranking_pipelines_tests.kuberay import update_golden
+
+    case = CASES[0]
+    assert update_golden.write_all(tmp_path) == sorted(golden_path(c, k, tmp_path).name
+                                                       for c in CASES for k in KINDS)
+    assert_matches_golden(case, "raycluster", tmp_path)
+    stale = golden_path(case, "raycluster", tmp_path)
+    stale.write_text("stale\n", encoding="utf-8")
+    for flag in ("UPDATE_GOLDEN", "UPDATE_SNAPSHOTS", "REGENERATE"):
+        monkeypatch.setenv(flag, "1")
+    with pytest.raises(AssertionError, match="differs from the rendered raycluster"):
+        assert_matches_golden(case, "raycluster", tmp_path)
+    assert stale.read_text(encoding="utf-8") == "stale\n"  # the test did not rewrite it
+    assert update_golden.write_all(tmp_path) == [stale.name]  # only the regenerator does

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.pools import load_catalog
-from ads_ranking_pipelines.config.validation import RequestError, is_label_value
+from ads_ranking_pipelines.config.validation import RequestError, is_label_value, resolve_request
 from ads_ranking_pipelines.kuberay.labels import (
     LABEL_DAGSTER_CODE_LOCATION,
     LABEL_DAGSTER_RUN_ID,
@@ -52,7 +52,7 @@ def test_build_labels_precedence_and_contents() -> None:
     request = ClusterRequest(name="r", owner="bob", gpu_pool="h100-80gb", gpus_per_worker=8,
                              image="rayproject/ray:2.60.0-py311-gpu",
                              labels={"tier": "from-request", "keep": "me"})
-    labels = build_labels(request, catalog.get("h100-80gb"),
+    labels = build_labels(resolve_request(request, catalog),
                           labels={"tier": "from-caller", LABEL_OWNER: "spoofed"},
                           run_id="abc-123", code_location="ads_ranking_pipelines")
     assert labels[LABEL_OWNER] == "bob"
@@ -68,7 +68,7 @@ def test_build_labels_precedence_and_contents() -> None:
 
 def test_build_labels_without_dagster_and_on_cpu() -> None:
     catalog = load_catalog()
-    labels = build_labels(ClusterRequest(name="r"), catalog.get("local"))
+    labels = build_labels(resolve_request(ClusterRequest(name="r"), catalog))
     assert LABEL_DAGSTER_RUN_ID not in labels and LABEL_DAGSTER_CODE_LOCATION not in labels
     assert labels[LABEL_GPU_TYPE] == "none"
 
@@ -76,5 +76,5 @@ def test_build_labels_without_dagster_and_on_cpu() -> None:
 def test_caller_label_keys_are_checked() -> None:
     catalog = load_catalog()
     with pytest.raises(RequestError) as info:
-        build_labels(ClusterRequest(name="r"), catalog.get("local"), labels={"bad key!": "x"})
+        build_labels(resolve_request(ClusterRequest(name="r"), catalog), labels={"bad key!": "x"})
     assert info.value.field == "labels" and "bad key!" in str(info.value)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ads_ranking_pipelines.kuberay import rules
+from ads_ranking_pipelines.kuberay import rayjob, rules
 from ads_ranking_pipelines.kuberay.rules import RuleError, check_raycluster, check_rayjob
 from ads_ranking_pipelines_tests.kuberay.cases import CASES
 from ads_ranking_pipelines_tests.kuberay.test_golden import render
@@ -17,7 +17,17 @@ Mutation = Callable[[dict[str, Any]], None]
 
 
 def _job() -> dict[str, Any]:
-    return copy.deepcopy(render(CASES[0])["rayjob"])
+    """A valid RayJob in the ``shutdown`` cleanup mode (shutdownAfterJobFinishes + TTL), the
+    base most mutations below start from."""
+    job = copy.deepcopy(render(CASES[0])["rayjob"])
+    spec = job["spec"]
+    del spec["deletionStrategy"]
+    spec.update(rayjob.cleanup_fields("shutdown", CASES[0].request.ttl_seconds_after_finished))
+    return job
+
+
+def test_the_default_deletion_rules_pass() -> None:
+    check_rayjob(copy.deepcopy(render(CASES[0])["rayjob"]))
 
 
 def _cluster() -> dict[str, Any]:

@@ -4,6 +4,8 @@ against the Kubernetes Pod schema and the restricted Pod Security Standard."""
 from __future__ import annotations
 
 import copy
+import hashlib
+from pathlib import Path
 
 import kubernetes_validate
 import pytest
@@ -19,6 +21,7 @@ from ads_ranking_pipelines_tests.kuberay.pod_security import (
 from ads_ranking_pipelines_tests.kuberay.test_golden import render
 
 IDS = [c.name for c in CASES]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
@@ -125,3 +128,22 @@ def test_restricted_checker_flags_each_control() -> None:
     allowed = copy.deepcopy(good)
     allowed["containers"][0]["securityContext"]["capabilities"]["add"] = ["NET_BIND_SERVICE"]
     assert restricted_violations(allowed) == []
+
+
+def test_vendored_crds_are_the_recorded_release(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The CRDs ship with the repository: found without any sibling folder or variable, and
+    # byte-identical to what crds/SOURCE.md records for KubeRay v1.7.0.
+    monkeypatch.delenv(crd_schema.CRDS_ENV_VAR, raising=False)
+    path = crd_schema.require_crds()
+    assert path == crd_schema.DEFAULT_CRDS_DIR and path.is_relative_to(REPO_ROOT)
+    source = (path / "SOURCE.md").read_text(encoding="utf-8")
+    assert "v1.7.0" in source
+    for name in crd_schema.CRD_FILES.values():
+        digest = hashlib.sha256((path / name).read_bytes()).hexdigest()
+        assert f"`{name}`" in source and f"`{digest}`" in source, f"{name} is not the recorded file"
+
+
+def test_missing_crds_fail_instead_of_skipping(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setenv(crd_schema.CRDS_ENV_VAR, str(tmp_path))
+    with pytest.raises(pytest.fail.Exception, match="KubeRay CRDs not found"):
+        crd_schema.require_crds()

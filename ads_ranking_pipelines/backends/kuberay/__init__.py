@@ -24,11 +24,16 @@ Modules, one job each:
 
 * :mod:`.status` - names and labels, RayJob status → JobStatus, failure words, cluster rows
 * :mod:`.jobs` - the RayJob fields that come from a JobSpec; a RayJob for an existing cluster
+* :mod:`.client` - the thin Kubernetes client (retries, idempotent create, pod logs, events)
+* :mod:`.permissions` - every API permission the client uses (the Helm chart's Role comes from it)
 * :mod:`.calls` - API calls with their failures worded as BackendError
+* :mod:`.context` - what the operations share: the client, catalog, labels, timing
+* :mod:`.health` - why a cluster is not coming up (ReplicaFailure, unschedulable pods)
+* :mod:`.rayjobs` - RayJob operations (wait, status, logs, stop, list)
 * :mod:`.session` - :class:`KubeRayClusterSession` (submit, status, logs, stop, teardown)
-* :mod:`.logs` - following the submitter pod's log across broken streams and retries
+* :mod:`.logs` - following the submitter pod's log: broken streams, retried submitters
 * :mod:`.clusters` - long-lived RayClusters and jobs on them (the CLI's operations)
-* :mod:`.backend` - :class:`KubeRayBackend`
+* :mod:`.backend` - :class:`KubeRayBackend`, composing the above over one client
 """
 
 from ads_ranking_pipelines.backends.kuberay.backend import KubeRayBackend, StatusCallback

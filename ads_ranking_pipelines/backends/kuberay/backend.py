@@ -1,69 +1,39 @@
-"""The KubeRay backend: sessions of RayJobs, and the RayJob operations the CLI also uses."""
+"""The KubeRay backend: sessions of RayJobs, long-lived RayClusters, and the RayJob operations
+the CLI also uses - one client, composed (no mixins): :class:`~.rayjobs.RayJobs` and
+:class:`~.clusters.RayClusters` over one :class:`~.context.KubeRayContext`."""
 
 from __future__ import annotations
 
 import contextlib
-import time
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
-from ads_ranking_pipelines.backends.base import BackendError, JobStatus, RayBackend
-from ads_ranking_pipelines.backends.kuberay import calls
-from ads_ranking_pipelines.backends.kuberay.clusters import LongLivedClusters
-from ads_ranking_pipelines.backends.kuberay.logs import LogFollower
+from ads_ranking_pipelines.backends.base import BackendError, JobSpec, JobStatus, RayBackend
+from ads_ranking_pipelines.backends.kuberay.client import KubeError, KubeRayClient, RetryPolicy
+from ads_ranking_pipelines.backends.kuberay.clusters import RayClusters
+from ads_ranking_pipelines.backends.kuberay.context import KubeRayContext, StatusCallback
+from ads_ranking_pipelines.backends.kuberay.rayjobs import RayJobs
 from ads_ranking_pipelines.backends.kuberay.session import KubeRayClusterSession
-from ads_ranking_pipelines.backends.kuberay.status import (
-    FAILED_DEPLOYMENT,
-    JOB_NAME_LABELS,
-    READY_DEPLOYMENT,
-    failure_text,
-    job_status_from_rayjob,
-    owned,
-)
+from ads_ranking_pipelines.backends.kuberay.status import ClusterInfo
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.pools import PoolCatalog
-from ads_ranking_pipelines.config.validation import validate_request
-from ads_ranking_pipelines.kuberay.client import (
-    RAYJOBS,
-    KubeError,
-    KubeRayClient,
-    NotFound,
-    RetryPolicy,
-)
-from ads_ranking_pipelines.kuberay.labels import LABEL_MANAGED_BY, MANAGED_BY
+from ads_ranking_pipelines.config.validation import ResolvedRequest
 from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
 
-StatusCallback = Callable[[str, Mapping[str, Any]], None]
-T = TypeVar("T")
+__all__ = ["KubeRayBackend", "StatusCallback"]
 
 
-class KubeRayBackend(LongLivedClusters, RayBackend):
-    """RayJobs (a fresh cluster per job) and long-lived RayClusters through :class:`KubeRayClient`.
-
-    ``namespace`` overrides ``request.namespace``; ``labels``/``run_id``/``code_location`` go on
-    every object created (Dagster's run id and code location become ``dagster/run-id`` and
-    ``dagster/code-location``). ``on_status(name, status)`` is called on every poll while
-    waiting (progress display; an exception raised there aborts the wait and the session
-    cleans up).
-    """
+class KubeRayBackend(RayBackend):
+    """RayJobs (a fresh cluster per job) and long-lived RayClusters through
+    :class:`KubeRayClient`. Keyword arguments are :class:`KubeRayContext` fields
+    (``namespace``, ``labels``, ``run_id``, ``code_location``, timeouts, ``on_status``)."""
 
     name = "kuberay"
 
-    def __init__(self, client: KubeRayClient, catalog: PoolCatalog, *, namespace: str | None = None,
-                 ready_timeout_s: float = 900.0, poll_interval_s: float = 2.0,
-                 teardown_timeout_s: float = 300.0, labels: Mapping[str, str] | None = None,
-                 run_id: str | None = None, code_location: str | None = None,
-                 on_status: StatusCallback | None = None) -> None:
-        self.client = client
-        self.catalog = catalog
-        self.namespace = namespace
-        self.ready_timeout_s = ready_timeout_s
-        self.poll_interval_s = poll_interval_s
-        self.teardown_timeout_s = teardown_timeout_s
-        self.labels = dict(labels or {})
-        self.run_id = run_id
-        self.code_location = code_location
-        self.on_status = on_status
+    def __init__(self, client: KubeRayClient, catalog: PoolCatalog, **settings: Any) -> None:
+        self.ctx = KubeRayContext(client=client, catalog=catalog, **settings)
+        self.jobs = RayJobs(self.ctx)
+        self.clusters = RayClusters(self.ctx, self.jobs)
 
     @classmethod
     def from_kube_config(cls, catalog: PoolCatalog, *, in_cluster: bool = False,
@@ -79,51 +49,31 @@ class KubeRayBackend(LongLivedClusters, RayBackend):
             raise BackendError(str(exc)) from exc
         return cls(client, catalog, **kwargs)
 
-    # ---- plumbing ----------------------------------------------------------------------------
-    def _ns(self, request: ClusterRequest) -> ClusterRequest:
-        if self.namespace and self.namespace != request.namespace:
-            return request.model_copy(update={"namespace": self.namespace})
-        return request
+    @property
+    def client(self) -> KubeRayClient:
+        return self.ctx.client
 
-    def _notify(self, name: str, status: Mapping[str, Any]) -> None:
-        if self.on_status is not None:
-            self.on_status(name, status)
+    @property
+    def on_status(self) -> StatusCallback | None:
+        return self.ctx.on_status
 
-    def _sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
-
-    def _poll_status(self, plural: str, namespace: str, name: str, timeout_s: float | None,
-                     ready: Callable[[dict[str, Any], dict[str, Any]], T | None],
-                     late: Callable[[dict[str, Any], float], str]) -> T:
-        """Read the object's status every ``poll_interval_s`` (telling ``on_status``) until
-        ``ready(obj, status)`` returns a value (it raises on a failure); BackendError with
-        ``late(status, timeout_s)`` once ``timeout_s`` (default ``ready_timeout_s``) is over."""
-        timeout_s = self.ready_timeout_s if timeout_s is None else timeout_s
-        deadline = time.monotonic() + timeout_s
-        while True:
-            obj = calls.read_status(self.client, plural, namespace, name,
-                                    missing="disappeared while starting")
-            status = obj.get("status") or {}
-            self._notify(name, status)
-            done = ready(obj, status)
-            if done is not None:
-                return done
-            if time.monotonic() >= deadline:
-                raise BackendError(late(status, timeout_s))
-            self._sleep(self.poll_interval_s)
+    @on_status.setter
+    def on_status(self, callback: StatusCallback | None) -> None:
+        self.ctx.on_status = callback
 
     # ---- sessions: one RayJob (and its own cluster) per submitted job ------------------------
     @contextlib.contextmanager
-    def session(self, request: ClusterRequest, *, run_id: str | None = None,
+    def session(self, request: ClusterRequest | ResolvedRequest, *, run_id: str | None = None,
                 code_location: str | None = None) -> Iterator[KubeRayClusterSession]:
-        request = self._ns(request)
-        # Everything that can be checked is checked before anything is created.
-        validate_request(request, self.catalog)
-        build_rayjob(request, self.catalog, entrypoint="true", submission_id="preflight",
-                     labels=self.labels, run_id=run_id or self.run_id,
-                     code_location=code_location or self.code_location)
-        session = KubeRayClusterSession(self, request, run_id=run_id or self.run_id,
-                                        code_location=code_location or self.code_location)
+        ctx = self.ctx
+        run_id, code_location = run_id or ctx.run_id, code_location or ctx.code_location
+        # Everything that can be checked is checked once, before anything is created.
+        resolved = ctx.resolve(request)
+        build_rayjob(resolved, entrypoint="true", submission_id="preflight",
+                     labels=ctx.labels, run_id=run_id, code_location=code_location,
+                     deletion=ctx.rayjob_deletion)
+        session = KubeRayClusterSession(ctx, self.jobs, resolved, run_id=run_id,
+                                        code_location=code_location)
         try:
             yield session
         except BaseException:
@@ -131,73 +81,50 @@ class KubeRayBackend(LongLivedClusters, RayBackend):
             raise
         session.close(raise_errors=True)
 
-    # ---- RayJob operations (also used by the CLI without a session) --------------------------
+    # ---- the CLI's operations ----------------------------------------------------------------
     def wait_until_running(self, namespace: str, name: str, timeout_s: float | None = None) -> dict:
-        """Poll the RayJob until KubeRay reports its cluster up (``jobDeploymentStatus``
-        Running or Complete). Raises BackendError with KubeRay's reason verbatim when the
-        deployment fails or the RayCluster fails, and on timeout."""
-        def ready(obj: dict[str, Any], status: dict[str, Any]) -> dict | None:
-            deployment = status.get("jobDeploymentStatus") or ""
-            if deployment in FAILED_DEPLOYMENT:
-                raise BackendError(failure_text("RayJob", name, namespace, status))
-            cluster = status.get("rayClusterStatus") or {}
-            if cluster.get("state") == "failed":
-                raise BackendError(failure_text(
-                    f"RayCluster {status.get('rayClusterName') or '?'} of RayJob", name, namespace,
-                    {"reason": cluster.get("reason"), "message": cluster.get("message")}))
-            return status if deployment in READY_DEPLOYMENT else None
-
-        def late(status: dict[str, Any], timeout_s: float) -> str:
-            cluster = status.get("rayClusterStatus") or {}
-            return (f"RayJob {namespace}/{name} did not start within {timeout_s:.0f}s "
-                    f"(jobDeploymentStatus {status.get('jobDeploymentStatus') or 'New'!r}, "
-                    f"RayCluster state {cluster.get('state') or 'unknown'!r})")
-
-        return self._poll_status(RAYJOBS, namespace, name, timeout_s, ready, late)
+        return self.jobs.wait_until_running(namespace, name, timeout_s)
 
     def job_status(self, namespace: str, name: str) -> JobStatus:
-        obj = calls.read_status(self.client, RAYJOBS, namespace, name,
-                                missing="not found (deleted, or never created)")
-        return job_status_from_rayjob(obj.get("status"))
+        return self.jobs.status(namespace, name)
 
     def submitter_pods(self, namespace: str, name: str) -> list[dict[str, Any]]:
-        """The submitter Job's pods of RayJob ``name`` (KubeRay names the Job after the RayJob;
-        Kubernetes labels a Job's pods with its name), oldest first."""
-        for key in JOB_NAME_LABELS:
-            pods = self.client.list_pods(namespace, f"{key}={name}")
-            if pods:
-                return sorted(pods, key=lambda p: (p["metadata"].get("creationTimestamp") or "",
-                                                   p["metadata"].get("name", "")))
-        return []
+        return self.jobs.submitter_pods(namespace, name)
 
     def job_logs(self, namespace: str, name: str, follow: bool = True) -> Iterator[str]:
-        """The submitter pod's log lines; with ``follow`` until the RayJob is terminal."""
-        if not follow:
-            pods = self.submitter_pods(namespace, name)
-            if not pods or (pods[-1].get("status") or {}).get("phase") == "Pending":
-                return iter(())
-            try:
-                text = self.client.read_pod_log(namespace, pods[-1]["metadata"]["name"])
-            except KubeError as exc:
-                raise BackendError(f"cannot read the log of RayJob {namespace}/{name}: {exc}") from exc
-            return iter(text.splitlines())
-        return LogFollower(self, namespace, name).lines()
+        return self.jobs.logs(namespace, name, follow=follow)
 
     def stop_job(self, namespace: str, name: str, *, require_owned: bool = True,
                  wait: bool = True) -> bool:
-        """Delete the RayJob; KubeRay's finalizer stops the Ray job, and the RayJob's own
-        cluster goes with it. False when it was already gone."""
-        try:
-            obj = self.client.get(RAYJOBS, namespace, name)
-        except NotFound:
-            return False
-        if require_owned and not owned(obj):
-            raise BackendError(f"RayJob {namespace}/{name} is not managed by {MANAGED_BY}; "
-                               "not touching it")
-        deleted = self.client.delete(RAYJOBS, namespace, name)
-        if wait:
-            self._await_deleted(RAYJOBS, namespace, name)
-        return deleted
+        return self.jobs.stop(namespace, name, require_owned=require_owned, wait=wait)
 
     def list_jobs(self, namespace: str) -> list[dict[str, Any]]:
-        return self.client.list(RAYJOBS, namespace, f"{LABEL_MANAGED_BY}={MANAGED_BY}")
+        return self.jobs.list(namespace)
+
+    def resolve(self, request: ClusterRequest | ResolvedRequest) -> ResolvedRequest:
+        return self.ctx.resolve(request)
+
+    def render_cluster(self, request: ClusterRequest | ResolvedRequest) -> dict[str, Any]:
+        return self.clusters.render_cluster(request)
+
+    def create_cluster(self, request: ClusterRequest | ResolvedRequest, *, wait: bool = True,
+                       timeout_s: float | None = None, delete_on_failure: bool = True) -> ClusterInfo:
+        return self.clusters.create_cluster(request, wait=wait, timeout_s=timeout_s,
+                                            delete_on_failure=delete_on_failure)
+
+    def wait_cluster_ready(self, namespace: str, name: str,
+                           timeout_s: float | None = None) -> ClusterInfo:
+        return self.clusters.wait_cluster_ready(namespace, name, timeout_s)
+
+    def list_clusters(self, namespace: str) -> list[ClusterInfo]:
+        return self.clusters.list_clusters(namespace)
+
+    def get_cluster(self, namespace: str, name: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        return self.clusters.get_cluster(namespace, name)
+
+    def delete_cluster(self, namespace: str, name: str, *, wait: bool = True) -> bool:
+        return self.clusters.delete_cluster(namespace, name, wait=wait)
+
+    def submit_to_cluster(self, namespace: str, cluster_name: str, job: JobSpec, *,
+                          owner: str = "unknown") -> str:
+        return self.clusters.submit_to_cluster(namespace, cluster_name, job, owner=owner)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ads_ranking_pipelines.backends.base import BackendError
-from ads_ranking_pipelines.kuberay.client import (
+from ads_ranking_pipelines.backends.kuberay.client import (
     RAYCLUSTERS,
     RAYJOBS,
     Conflict,

@@ -2,13 +2,14 @@
 and RayJobs submitted to such a cluster through ``clusterSelector``.
 
 Only objects carrying our ``app.kubernetes.io/managed-by`` label are listed, deleted or
-submitted to. Mixed into :class:`~ads_ranking_pipelines.backends.kuberay.KubeRayBackend`.
+submitted to. A cluster that cannot come up fails within a few polls with KubeRay's or the
+scheduler's words (:class:`~.health.StartupWatch`), not after the readiness timeout.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
 from ads_ranking_pipelines.backends.base import BackendError, JobSpec
 from ads_ranking_pipelines.backends.kuberay import calls
@@ -20,47 +21,36 @@ from ads_ranking_pipelines.backends.kuberay.status import (
     RAY_CLUSTER_LABEL,
     ClusterInfo,
     cluster_info,
-    failure_text,
     owned,
 )
+from ads_ranking_pipelines.backends.kuberay.context import KubeRayContext
+from ads_ranking_pipelines.backends.kuberay.rayjobs import RayJobs
 from ads_ranking_pipelines.config.cluster import ClusterRequest
-from ads_ranking_pipelines.config.pools import PoolCatalog
-from ads_ranking_pipelines.kuberay.client import (
+from ads_ranking_pipelines.config.validation import ResolvedRequest
+from ads_ranking_pipelines.backends.kuberay.client import (
     RAYCLUSTERS,
     RAYJOBS,
-    KubeRayClient,
     NotFound,
     new_creation_token,
 )
 from ads_ranking_pipelines.kuberay.labels import LABEL_MANAGED_BY, MANAGED_BY
 from ads_ranking_pipelines.kuberay.raycluster import build_raycluster
 
-T = TypeVar("T")
 
 
-class LongLivedClusters:
-    """The CLI's cluster operations; the backend provides the fields and helpers below."""
+class RayClusters:
+    """Long-lived RayClusters and jobs on them, over one :class:`KubeRayContext`."""
 
-    client: KubeRayClient
-    catalog: PoolCatalog
-    labels: dict[str, str]
-    run_id: str | None
-    code_location: str | None
-    poll_interval_s: float
-    teardown_timeout_s: float
+    def __init__(self, ctx: KubeRayContext, jobs: RayJobs) -> None:
+        self.ctx = ctx
+        self.jobs = jobs
 
-    if TYPE_CHECKING:
-        def _ns(self, request: ClusterRequest) -> ClusterRequest: ...
+    def render_cluster(self, request: ClusterRequest | ResolvedRequest) -> dict[str, Any]:
+        ctx = self.ctx
+        return build_raycluster(ctx.resolve(request), labels=ctx.labels, run_id=ctx.run_id,
+                                code_location=ctx.code_location)
 
-        def _poll_status(self, plural: str, namespace: str, name: str, timeout_s: float | None,
-                         ready: Callable[[dict[str, Any], dict[str, Any]], T | None],
-                         late: Callable[[dict[str, Any], float], str]) -> T: ...
-
-    def render_cluster(self, request: ClusterRequest) -> dict[str, Any]:
-        return build_raycluster(self._ns(request), self.catalog, labels=self.labels,
-                                run_id=self.run_id, code_location=self.code_location)
-
-    def create_cluster(self, request: ClusterRequest, *, wait: bool = True,
+    def create_cluster(self, request: ClusterRequest | ResolvedRequest, *, wait: bool = True,
                        timeout_s: float | None = None, delete_on_failure: bool = True) -> ClusterInfo:
         """Create a RayCluster for ``request``; with ``wait``, until its state is ``ready``.
 
@@ -71,7 +61,7 @@ class LongLivedClusters:
         manifest = self.render_cluster(request)
         ns, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
         token = new_creation_token()
-        obj = calls.create(self.client, RAYCLUSTERS, ns, manifest, token=token,
+        obj = calls.create(self.ctx.client, RAYCLUSTERS, ns, manifest, token=token,
                            what=f"RayCluster {ns}/{name}")
         if not wait:
             return cluster_info(obj)
@@ -79,34 +69,41 @@ class LongLivedClusters:
             return self.wait_cluster_ready(ns, name, timeout_s)
         except BaseException:
             if delete_on_failure:
-                calls.delete_if_token(self.client, RAYCLUSTERS, ns, name, token)
-                self.client.wait_deleted(RAYCLUSTERS, ns, name, self.teardown_timeout_s,
-                                         self.poll_interval_s)
+                calls.delete_if_token(self.ctx.client, RAYCLUSTERS, ns, name, token)
+                self.ctx.client.wait_deleted(RAYCLUSTERS, ns, name, self.ctx.teardown_timeout_s,
+                                             self.ctx.poll_interval_s)
             raise
 
     def wait_cluster_ready(self, namespace: str, name: str, timeout_s: float | None = None) -> ClusterInfo:
+        """Poll until the RayCluster's state is ``ready``; fail fast on a ``ReplicaFailure``
+        condition or an unschedulable Ray pod (:class:`~.health.StartupWatch`)."""
+        watch = self.jobs.startup_watch(namespace)
+
         def ready(obj: dict[str, Any], status: dict[str, Any]) -> ClusterInfo | None:
-            if status.get("state") == "failed":
-                raise BackendError(failure_text("RayCluster", name, namespace, status))
-            return cluster_info(obj) if status.get("state") == "ready" else None
+            if status.get("state") == "ready":
+                return cluster_info(obj)
+            problem = watch.check(name, status)
+            if problem:
+                raise BackendError(problem)
+            return None
 
         def late(status: dict[str, Any], timeout_s: float) -> str:
             return (f"RayCluster {namespace}/{name} was not ready within {timeout_s:.0f}s "
                     f"(state {status.get('state') or 'unknown'!r})")
 
-        return self._poll_status(RAYCLUSTERS, namespace, name, timeout_s, ready, late)
+        return self.ctx.poll_status(RAYCLUSTERS, namespace, name, timeout_s, ready, late)
 
     def list_clusters(self, namespace: str) -> list[ClusterInfo]:
-        objs = self.client.list(RAYCLUSTERS, namespace, f"{LABEL_MANAGED_BY}={MANAGED_BY}")
+        objs = self.ctx.client.list(RAYCLUSTERS, namespace, f"{LABEL_MANAGED_BY}={MANAGED_BY}")
         return sorted((cluster_info(o) for o in objs), key=lambda c: c.name)
 
     def get_cluster(self, namespace: str, name: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The RayCluster and its pods."""
         try:
-            obj = self.client.get(RAYCLUSTERS, namespace, name)
+            obj = self.ctx.client.get(RAYCLUSTERS, namespace, name)
         except NotFound:
             raise BackendError(f"RayCluster {namespace}/{name} not found") from None
-        pods = self.client.list_pods(namespace, f"{RAY_CLUSTER_LABEL}={name}")
+        pods = self.ctx.client.list_pods(namespace, f"{RAY_CLUSTER_LABEL}={name}")
         return obj, pods
 
     def delete_cluster(self, namespace: str, name: str, *, wait: bool = True) -> bool:
@@ -114,7 +111,7 @@ class LongLivedClusters:
         which KubeRay deletes with its job), and first the RayJobs we submitted to it (their
         Ray jobs are stopped by KubeRay's finalizer). False when it was already gone."""
         try:
-            obj = self.client.get(RAYCLUSTERS, namespace, name)
+            obj = self.ctx.client.get(RAYCLUSTERS, namespace, name)
         except NotFound:
             return False
         labels = (obj.get("metadata") or {}).get("labels") or {}
@@ -125,40 +122,38 @@ class LongLivedClusters:
             raise BackendError(f"RayCluster {namespace}/{name} belongs to RayJob "
                                f"{labels.get(ORIGINATED_FROM_NAME_LABEL)}; stop that job instead")
         selector = f"{LABEL_MANAGED_BY}={MANAGED_BY},{CLUSTER_NAME_LABEL}={name}"
-        jobs = [j["metadata"]["name"] for j in self.client.list(RAYJOBS, namespace, selector)]
+        jobs = [j["metadata"]["name"] for j in self.ctx.client.list(RAYJOBS, namespace, selector)]
         for job in jobs:
-            self.client.delete(RAYJOBS, namespace, job)
+            self.ctx.client.delete(RAYJOBS, namespace, job)
         for job in jobs if wait else ():
-            self._await_deleted(RAYJOBS, namespace, job,
+            self.ctx.await_deleted(RAYJOBS, namespace, job,
                                 what=f"RayJob {namespace}/{job} on cluster {name}")
-        deleted = self.client.delete(RAYCLUSTERS, namespace, name)
+        deleted = self.ctx.client.delete(RAYCLUSTERS, namespace, name)
         if wait:
-            self._await_deleted(RAYCLUSTERS, namespace, name)
+            self.ctx.await_deleted(RAYCLUSTERS, namespace, name)
         return deleted
-
-    def _await_deleted(self, plural: str, namespace: str, name: str, what: str | None = None) -> None:
-        calls.await_deleted(self.client, plural, namespace, name, what=what,
-                            timeout_s=self.teardown_timeout_s, poll_interval_s=self.poll_interval_s)
 
     def build_rayjob_for_cluster(self, cluster: Mapping[str, Any], job: JobSpec, *,
                                  owner: str = "unknown") -> dict[str, Any]:
         """A RayJob that runs ``job`` on the existing RayCluster ``cluster`` (``clusterSelector``):
         no cluster of its own, so nothing is shut down when it ends."""
-        return rayjob_for_cluster(cluster, job, owner=owner, labels=self.labels,
-                                  run_id=self.run_id, code_location=self.code_location)
+        ctx = self.ctx
+        return rayjob_for_cluster(cluster, job, owner=owner, labels=ctx.labels,
+                                  run_id=ctx.run_id, code_location=ctx.code_location,
+                                  deletion=ctx.rayjob_deletion)
 
     def submit_to_cluster(self, namespace: str, cluster_name: str, job: JobSpec, *,
                           owner: str = "unknown") -> str:
         """Create a RayJob running ``job`` on the existing cluster ``cluster_name``; returns
         the RayJob's name (its id for status/logs/stop)."""
         try:
-            cluster = self.client.get(RAYCLUSTERS, namespace, cluster_name)
+            cluster = self.ctx.client.get(RAYCLUSTERS, namespace, cluster_name)
         except NotFound:
             raise BackendError(f"RayCluster {namespace}/{cluster_name} not found") from None
         if not owned(cluster):
             raise BackendError(f"RayCluster {namespace}/{cluster_name} is not managed by "
                                f"{MANAGED_BY}; not submitting to it")
         manifest = self.build_rayjob_for_cluster(cluster, job, owner=owner)
-        obj = calls.create(self.client, RAYJOBS, namespace, manifest,
+        obj = calls.create(self.ctx.client, RAYJOBS, namespace, manifest,
                            what=f"RayJob on {namespace}/{cluster_name}")
         return obj["metadata"]["name"]

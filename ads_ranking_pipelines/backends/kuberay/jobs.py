@@ -31,7 +31,7 @@ from ads_ranking_pipelines.kuberay.labels import (
 )
 from ads_ranking_pipelines.kuberay.pod import submitter_pod_template
 from ads_ranking_pipelines.kuberay.raycluster import API_VERSION
-from ads_ranking_pipelines.kuberay.rayjob import SUBMISSION_MODE
+from ads_ranking_pipelines.kuberay.rayjob import DELETION_RULES, SUBMISSION_MODE
 
 
 def runtime_env(job: JobSpec) -> dict[str, Any]:
@@ -65,11 +65,14 @@ def add_job_fields(spec: dict[str, Any], job: JobSpec) -> None:
 
 def rayjob_for_cluster(cluster: Mapping[str, Any], job: JobSpec, *, owner: str,
                        labels: Mapping[str, str], run_id: str | None,
-                       code_location: str | None) -> dict[str, Any]:
+                       code_location: str | None, deletion: str = DELETION_RULES,
+                       ttl_seconds: int = 600) -> dict[str, Any]:
     """A RayJob that runs ``job`` on the existing RayCluster ``cluster`` (``clusterSelector``):
-    no cluster of its own, so nothing is shut down when it ends. It carries the cluster's
-    labels (not KubeRay's), then ``labels``, the owner, the cluster, the Dagster run id and
-    code location and the submission id."""
+    no cluster of its own, so nothing is shut down when it ends. With ``deletion`` ``rules``
+    the RayJob deletes itself ``ttl_seconds`` after it ends (``DeleteSelf``; a selector job
+    may not use DeleteCluster); otherwise nothing in the operator removes it and the garbage
+    collector does. It carries the cluster's labels (not KubeRay's), then ``labels``, the
+    owner, the cluster, the Dagster run id and code location and the submission id."""
     meta = cluster.get("metadata") or {}
     cluster_name, namespace = meta["name"], meta.get("namespace") or "default"
     head = ((cluster.get("spec") or {}).get("headGroupSpec") or {}).get("template") or {}
@@ -86,12 +89,9 @@ def rayjob_for_cluster(cluster: Mapping[str, Any], job: JobSpec, *, owner: str,
         all_labels[LABEL_DAGSTER_CODE_LOCATION] = code_location
     all_labels[SUBMISSION_ID_LABEL] = job.submission_id
     all_labels = {k: sanitize_label_value(str(v)) for k, v in sorted(all_labels.items())}
-    submitter_request = ClusterRequest(
-        name=job_name, owner=owner, namespace=namespace,
-        image=containers[0].get("image") or ClusterRequest.model_fields["image"].default,
-        service_account=head_spec.get("serviceAccountName")
-        or ClusterRequest.model_fields["service_account"].default,
-    )
+    image = containers[0].get("image") or ClusterRequest.model_fields["image"].default
+    service_account = (head_spec.get("serviceAccountName")
+                       or ClusterRequest.model_fields["service_account"].default)
     try:
         env = runtime_env(job)
         spec: dict[str, Any] = {
@@ -102,9 +102,15 @@ def rayjob_for_cluster(cluster: Mapping[str, Any], job: JobSpec, *, owner: str,
             "shutdownAfterJobFinishes": False,
             "backoffLimit": 0,
         }
+        if deletion == DELETION_RULES:
+            spec["deletionStrategy"] = {"deletionRules": [
+                {"policy": "DeleteSelf", "condition": {**cond, "ttlSeconds": ttl_seconds}}
+                for cond in ({"jobStatus": "SUCCEEDED"}, {"jobStatus": "FAILED"},
+                             {"jobDeploymentStatus": "Failed"})]}
         spec["runtimeEnvYAML"] = yaml.safe_dump(env, sort_keys=True, default_flow_style=False)
         add_job_fields(spec, job)
-        spec["submitterPodTemplate"] = submitter_pod_template(submitter_request, all_labels)
+        spec["submitterPodTemplate"] = submitter_pod_template(
+            image=image, service_account=service_account, labels=all_labels)
         manifest = {"apiVersion": API_VERSION, "kind": "RayJob",
                     "metadata": {"name": job_name, "namespace": namespace, "labels": all_labels},
                     "spec": spec}

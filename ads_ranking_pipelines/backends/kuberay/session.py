@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ads_ranking_pipelines.backends.base import (
     BackendError,
@@ -24,25 +24,23 @@ from ads_ranking_pipelines.backends.base import (
     JobStatus,
 )
 from ads_ranking_pipelines.backends.kuberay import calls
+from ads_ranking_pipelines.backends.kuberay.context import KubeRayContext
 from ads_ranking_pipelines.backends.kuberay.jobs import add_job_fields, redacted, runtime_env
+from ads_ranking_pipelines.backends.kuberay.rayjobs import RayJobs
 from ads_ranking_pipelines.backends.kuberay.status import (
     ORIGINATED_FROM_NAME_LABEL,
     SUBMISSION_ID_LABEL,
     rayjob_name_for,
 )
-from ads_ranking_pipelines.config.cluster import ClusterRequest
-from ads_ranking_pipelines.config.validation import RequestError
+from ads_ranking_pipelines.config.validation import RequestError, ResolvedRequest
 from ads_ranking_pipelines.kuberay import rules
-from ads_ranking_pipelines.kuberay.client import (
+from ads_ranking_pipelines.backends.kuberay.client import (
     RAYCLUSTERS,
     RAYJOBS,
     KubeError,
     new_creation_token,
 )
 from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
-
-if TYPE_CHECKING:
-    from ads_ranking_pipelines.backends.kuberay.backend import KubeRayBackend
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +59,12 @@ class KubeRayClusterSession(ClusterSession):
     in one thread while it polls the status in another.
     """
 
-    def __init__(self, backend: "KubeRayBackend", request: ClusterRequest, *,
+    def __init__(self, ctx: KubeRayContext, jobs: RayJobs, resolved: ResolvedRequest, *,
                  run_id: str | None = None, code_location: str | None = None) -> None:
-        self.backend = backend
+        request = resolved.request
+        self.ctx = ctx
+        self.jobs = jobs
+        self.resolved = resolved
         self.request = request
         self.name = request.name
         self.namespace = request.namespace
@@ -82,19 +83,26 @@ class KubeRayClusterSession(ClusterSession):
 
     def render(self, job: JobSpec) -> dict[str, Any]:
         """The RayJob manifest ``submit`` would create for ``job`` (no API calls)."""
-        job_request = self.request.model_copy(
-            update={"name": rayjob_name_for(self.request.name, job.submission_id)})
-        labels = {**self.backend.labels, SUBMISSION_ID_LABEL: job.submission_id}
+        labels = {**self.ctx.labels, SUBMISSION_ID_LABEL: job.submission_id}
         try:
+            job_request = self.resolved.renamed(rayjob_name_for(self.request.name,
+                                                                job.submission_id))
             manifest = build_rayjob(
-                job_request, self.backend.catalog, entrypoint=job.entrypoint,
-                submission_id=job.submission_id, runtime_env=runtime_env(job), labels=labels,
-                run_id=self.run_id, code_location=self.code_location)
+                job_request, entrypoint=job.entrypoint,
+                submission_id=job.submission_id, runtime_env=self._runtime_env(job), labels=labels,
+                run_id=self.run_id, code_location=self.code_location,
+                deletion=self.ctx.rayjob_deletion)
             add_job_fields(manifest["spec"], job)
             rules.check_rayjob(manifest)
         except RequestError as exc:
             raise redacted(exc) from None
         return manifest
+
+    def _runtime_env(self, job: JobSpec) -> dict[str, Any]:
+        env = runtime_env(job)
+        if self.ctx.py_modules:
+            env["py_modules"] = list(self.ctx.py_modules)
+        return env
 
     def submit(self, job: JobSpec) -> str:
         """Create the job's RayJob and wait until KubeRay reports its cluster up and the job
@@ -103,7 +111,7 @@ class KubeRayClusterSession(ClusterSession):
             raise BackendError(f"session {self.name} is closed")
         manifest = self.render(job)
         name, ns = manifest["metadata"]["name"], self.namespace
-        client = self.backend.client
+        client = self.ctx.client
         with self._lock:
             if name in self._created:
                 raise BackendError(f"submission id {job.submission_id!r} was already submitted "
@@ -120,7 +128,7 @@ class KubeRayClusterSession(ClusterSession):
         log.info("RayJob %s/%s created for submission %s; waiting for its cluster", ns, name,
                  job.submission_id)
         try:
-            self.backend.wait_until_running(ns, name)
+            self.jobs.wait_until_running(ns, name)
         except BackendError as exc:
             # A job that failed before it was seen running never gets followed: keep the end
             # of its driver log in the error. The caller gets no job id to stop, so release
@@ -135,7 +143,7 @@ class KubeRayClusterSession(ClusterSession):
 
     def _log_tail(self, name: str, lines: int = 20) -> str:
         try:
-            return "\n".join(list(self.backend.job_logs(self.namespace, name, follow=False))[-lines:])
+            return "\n".join(list(self.jobs.logs(self.namespace, name, follow=False))[-lines:])
         except Exception:  # the log is a courtesy here; the failure reason is what matters
             return ""
 
@@ -143,14 +151,14 @@ class KubeRayClusterSession(ClusterSession):
         with self._lock:
             record = self._created.get(job_id)
         try:
-            return self.backend.job_status(self.namespace, job_id)
+            return self.jobs.status(self.namespace, job_id)
         except BackendError:
             if record is not None and record.stopped:
                 return JobStatus(JobState.STOPPED, "stopped; RayJob deleted")
             raise
 
     def logs(self, job_id: str, follow: bool = True) -> Iterator[str]:
-        return self.backend.job_logs(self.namespace, job_id, follow=follow)
+        return self.jobs.logs(self.namespace, job_id, follow=follow)
 
     def stop(self, job_id: str) -> None:
         """Delete the RayJob: KubeRay stops the Ray job and its cluster is deleted with it."""
@@ -160,7 +168,7 @@ class KubeRayClusterSession(ClusterSession):
             raise BackendError(f"RayJob {job_id} was not submitted in this session")
         record.stopped = True
         try:
-            calls.delete_if_token(self.backend.client, RAYJOBS, self.namespace, job_id,
+            calls.delete_if_token(self.ctx.client, RAYJOBS, self.namespace, job_id,
                                   record.token)
         except KubeError as exc:
             raise BackendError(f"could not stop RayJob {self.namespace}/{job_id}: {exc}") from exc
@@ -174,14 +182,14 @@ class KubeRayClusterSession(ClusterSession):
             records = list(self._created.values())
         if not records:
             return
-        client, ns = self.backend.client, self.namespace
+        client, ns = self.ctx.client, self.namespace
         errors: list[str] = []
         for record in records:
             try:
                 calls.delete_if_token(client, RAYJOBS, ns, record.name, record.token)
             except KubeError as exc:
                 errors.append(f"delete RayJob {ns}/{record.name}: {exc}")
-        deadline = time.monotonic() + self.backend.teardown_timeout_s
+        deadline = time.monotonic() + self.ctx.teardown_timeout_s
         leftovers: list[str] = []
 
         def remaining() -> float:
@@ -190,7 +198,7 @@ class KubeRayClusterSession(ClusterSession):
         for record in records:
             try:
                 if not client.wait_deleted(RAYJOBS, ns, record.name, remaining(),
-                                           self.backend.poll_interval_s):
+                                           self.ctx.poll_interval_s):
                     leftovers.append(f"rayjobs/{record.name}")
                     continue
                 # Its RayCluster is owned by the RayJob; make sure the GC got it too.
@@ -200,12 +208,12 @@ class KubeRayClusterSession(ClusterSession):
                     if not cluster["metadata"].get("deletionTimestamp"):
                         client.delete(RAYCLUSTERS, ns, cname)
                     if not client.wait_deleted(RAYCLUSTERS, ns, cname, remaining(),
-                                               self.backend.poll_interval_s):
+                                               self.ctx.poll_interval_s):
                         leftovers.append(f"rayclusters/{cname}")
             except KubeError as exc:
                 errors.append(f"wait for RayJob {ns}/{record.name} to go: {exc}")
         if leftovers:
-            errors.append(f"still present after {self.backend.teardown_timeout_s:.0f}s: "
+            errors.append(f"still present after {self.ctx.teardown_timeout_s:.0f}s: "
                           + ", ".join(leftovers))
         if errors:
             text = f"teardown of session {self.name} in {ns} incomplete: " + "; ".join(errors)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ads_ranking_pipelines.backends.base import JobState, JobStatus
+from ads_ranking_pipelines.backends.kuberay.health import replica_failure
 from ads_ranking_pipelines.kuberay import rules
 from ads_ranking_pipelines.kuberay.labels import (
     LABEL_GPU_TYPE,
@@ -64,6 +65,10 @@ def failure_text(kind: str, name: str, namespace: str, status: Mapping[str, Any]
 def job_status_from_rayjob(status: Mapping[str, Any] | None) -> JobStatus:
     """Map a RayJob's ``status`` (``jobDeploymentStatus`` + ``jobStatus``) to a JobStatus.
 
+    Only ``jobDeploymentStatus`` Complete / Failed / ValidationFailed is terminal: KubeRay
+    (rayjob_controller.go, ``Reconcile``, case Running) writes a terminal ``jobStatus`` while
+    the deployment stays Running until the submitter has finished - i.e. until the driver log
+    has been fully printed. A job is therefore never reported done before its last log lines.
     Failure reasons come back verbatim as ``"<reason>: <message>"``.
     """
     status = status or {}
@@ -76,19 +81,20 @@ def job_status_from_rayjob(status: Mapping[str, Any] | None) -> JobStatus:
         return JobStatus(JobState.FAILED, verbatim or f"jobDeploymentStatus {deployment}")
     if deployment in ("Suspending", "Suspended"):
         return JobStatus(JobState.STOPPED, verbatim or f"RayJob {deployment.lower()}")
-    if ray_status in RAY_TERMINAL:
-        return JobStatus(RAY_TERMINAL[ray_status], verbatim)
     if deployment == "Complete":
+        if ray_status in RAY_TERMINAL:
+            return JobStatus(RAY_TERMINAL[ray_status], verbatim)
         # The submitter ended without a terminal Ray job status.
         return JobStatus(JobState.FAILED, verbatim or "RayJob complete without a Ray job status")
+    if deployment == "Running" and ray_status in RAY_TERMINAL:
+        return JobStatus(JobState.RUNNING, f"Ray job {ray_status}; waiting for the submitter "
+                         "to finish (jobDeploymentStatus Running)")
     if ray_status == "RUNNING":
         return JobStatus(JobState.RUNNING, verbatim)
-    cluster = status.get("rayClusterStatus") or {}
     detail = f"jobDeploymentStatus {deployment or 'New'}"
-    if cluster.get("state"):
-        detail += f", RayCluster {cluster['state']}"
-        if cluster.get("reason"):
-            detail += f" ({cluster['reason']})"
+    failure = replica_failure(status.get("rayClusterStatus"))
+    if failure:
+        detail += f", RayCluster {failure}"
     if verbatim:
         detail += f": {verbatim}"
     return JobStatus(JobState.PENDING, detail)

@@ -20,7 +20,7 @@ def fake_apiserver() -> "Any":
 
 
 def fast_retry(**overrides: Any) -> "Any":
-    from ads_ranking_pipelines.kuberay.client import RetryPolicy
+    from ads_ranking_pipelines.backends.kuberay.client import RetryPolicy
 
     values = {"max_attempts": 5, "initial_delay_s": 0.005, "max_delay_s": 0.02, "jitter": 0.0,
               "max_retry_after_s": 2.0}
@@ -30,7 +30,7 @@ def fast_retry(**overrides: Any) -> "Any":
 
 def client_for(fake: FakeKubeApiServer, **kwargs: Any) -> "Any":
     """The real ``kubernetes`` client, pointed at the fake, with quick retries."""
-    from ads_ranking_pipelines.kuberay.client import KubeRayClient
+    from ads_ranking_pipelines.backends.kuberay.client import KubeRayClient
 
     kwargs.setdefault("retry", fast_retry())
     kwargs.setdefault("request_timeout_s", 5.0)

@@ -5,6 +5,7 @@ our code uses, answered from the object store.
 * ``/apis/ray.io/v1/namespaces/{ns}/{plural}/{name}`` - get, delete (``propagationPolicy``)
 * ``/apis/ray.io/v1/namespaces/{ns}/{plural}/{name}/status`` - get
 * ``/api/v1/namespaces/{ns}/pods`` (``labelSelector``), ``/pods/{name}``, ``/pods/{name}/log``
+* ``/api/v1/namespaces/{ns}/events`` (``fieldSelector``)
 
 Errors are ``Status`` objects (404 NotFound, 409 AlreadyExists, 422 Invalid, 400 BadRequest).
 Every RayJob and RayCluster created is validated strictly against the KubeRay v1.7 CRDs
@@ -32,6 +33,19 @@ _CR_COLLECTION = re.compile(r"^/apis/ray\.io/v1/namespaces/([^/]+)/(rayjobs|rayc
 _CR_ITEM = re.compile(r"^/apis/ray\.io/v1/namespaces/([^/]+)/(rayjobs|rayclusters)/([^/]+)(/status)?$")
 _PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods$")
 _POD = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)(/log)?$")
+_EVENTS = re.compile(r"^/api/v1/namespaces/([^/]+)/events$")
+
+
+def _field_match(obj: dict[str, Any], selector: str) -> bool:
+    """Field selectors ``a.b=v`` (comma-separated), as events support them."""
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        path, _, value = term.partition("=")
+        node: Any = obj
+        for part in path.strip().split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if str(node) != value.strip().lstrip("="):
+            return False
+    return True
 
 
 def _stamp(t: float) -> str:
@@ -59,6 +73,7 @@ class ApiRoutes(ObjectStore):
     validate: bool
     rejected: list[str]
     deleted: list[tuple[str, str, str]]
+    events: list[dict[str, Any]]
 
     def _route(self, method: str, path: str, query: dict[str, list[str]], body: Any
                ) -> tuple[int, Any, dict[str, str]]:
@@ -98,6 +113,13 @@ class ApiRoutes(ObjectStore):
                 return 200, {"apiVersion": "v1", "kind": "PodList",
                              "metadata": {"resourceVersion": str(self._resource_version)},
                              "items": items}, {}
+        if (m := _EVENTS.match(path)) and method == "GET":
+            fields = (query.get("fieldSelector") or [""])[0]
+            items = [copy.deepcopy(e) for e in self.events
+                     if e["metadata"]["namespace"] == m[1] and _field_match(e, fields)]
+            return 200, {"apiVersion": "v1", "kind": "EventList",
+                         "metadata": {"resourceVersion": str(self._resource_version)},
+                         "items": items}, {}
         if m := _POD.match(path):
             ns, name, log_ = m[1], m[2], m[3]
             pod = self.pods.get((ns, name))

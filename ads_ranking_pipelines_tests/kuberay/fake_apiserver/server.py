@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.faults import Fault, FaultInjection
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver.ray_runtime import LocalRayRuntime
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.routes import ApiRoutes, format_log_line
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.store import _Pod
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.toy_operator import Scenario, ToyOperator
@@ -40,6 +43,14 @@ class FakeKubeApiServer(ToyOperator, ApiRoutes, FaultInjection):
         self.created: list[tuple[str, str, str]] = []  # (plural, ns, name) created via the API
         self.deleted: list[tuple[str, str, str]] = []  # (plural, ns, name) deleted via the API
         self.break_log_stream_after: int | None = None  # cut the next follow after N lines
+        # The operator's deployment: feature gates, env, and seconds per spec second.
+        self.feature_gates: dict[str, bool] = {"RayJobDeletionPolicy": True}
+        self.delete_rayjob_cr_after_job_finishes = False
+        self.time_scale = 0.05  # 600 s of TTL last 30 s; tests of TTLs set their own
+        self.stopped_jobs: list[str] = []  # RayJobs whose Ray job the finalizer stopped
+        self.operator_made: list[dict[str, Any]] = []  # RayClusters the operator created
+        self.events: list[dict[str, Any]] = []
+        self._ray_runtime: LocalRayRuntime | None = None  # Scenario(execute=True) only
         self._pending_deletes: list[tuple[float, str, tuple]] = []
         self._stop = threading.Event()
         self._resource_version = 0
@@ -63,7 +74,20 @@ class FakeKubeApiServer(ToyOperator, ApiRoutes, FaultInjection):
             t.start()
         return self
 
+    def runtime(self) -> "LocalRayRuntime":
+        """The real Ray behind ``Scenario(execute=True)``, made on first use."""
+        if self._ray_runtime is None:
+            self._ray_runtime = LocalRayRuntime(Path(tempfile.mkdtemp(prefix="fake-kuberay-")))
+        return self._ray_runtime
+
+    def _cluster_removed(self, key: tuple) -> None:
+        if self._ray_runtime is not None and key in self._ray_runtime.clusters:
+            threading.Thread(target=self._ray_runtime.stop_cluster, args=(key,), daemon=True,
+                             name=f"fake-ray-stop-{key[2]}").start()
+
     def stop(self) -> None:
+        if self._ray_runtime is not None:
+            self._ray_runtime.stop_all()
         self._stop.set()
         with self.changed:
             self.changed.notify_all()

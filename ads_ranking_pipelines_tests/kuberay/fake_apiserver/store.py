@@ -129,6 +129,9 @@ class ObjectStore:
             return copy.deepcopy(obj) if obj else None
 
 
+    def _cluster_removed(self, key: tuple) -> None:
+        """Hook: a RayCluster left the store (the server stops its real Ray, if any)."""
+
     # ---- store internals (call with the lock held) -------------------------------------------
     def _stamp_new(self, meta: dict[str, Any]) -> None:
         self._resource_version += 1
@@ -175,6 +178,8 @@ class ObjectStore:
             if obj is None:
                 return
             uid = obj["metadata"]["uid"]
+            if key[0] == "rayclusters":
+                self._cluster_removed(key)
         for dep in self._dependents(uid):
             self._remove(dep)
         self.changed.notify_all()

@@ -15,7 +15,8 @@ import pytest
 
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.pools import load_catalog
-from ads_ranking_pipelines.kuberay.client import (
+from ads_ranking_pipelines.config.validation import resolve_request
+from ads_ranking_pipelines.backends.kuberay.client import (
     CREATION_TOKEN_ANNOTATION,
     RAYCLUSTERS,
     RAYJOBS,
@@ -43,8 +44,8 @@ CLUSTERS_PATH = r"/rayclusters$"
 
 
 def cluster_manifest(name: str = "ranker", **labels: str) -> dict:
-    return build_raycluster(ClusterRequest(name=name, owner="tester", workers=1), CATALOG,
-                            labels=labels or None)
+    return build_raycluster(resolve_request(ClusterRequest(name=name, owner="tester", workers=1),
+                                            CATALOG), labels=labels or None)
 
 
 class Sleeps:
@@ -195,7 +196,7 @@ def test_pod_log_is_streamed_while_it_is_written(fake_apiserver: FakeKubeApiServ
     client = client_for(fake_apiserver)
     from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
 
-    job = build_rayjob(ClusterRequest(name="streamer", owner="t", workers=0), CATALOG,
+    job = build_rayjob(resolve_request(ClusterRequest(name="streamer", owner="t", workers=0), CATALOG),
                        entrypoint="python x.py", submission_id="s1")
     client.create(RAYJOBS, NS, job)
     assert fake_apiserver.wait_for(lambda: any(

@@ -34,6 +34,12 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ads_ranking_pipelines.backends.kuberay.permissions import (
+    CORE_GROUP,
+    ApiPermission,
+    require,
+)
+
 log = logging.getLogger(__name__)
 
 GROUP = "ray.io"
@@ -212,7 +218,9 @@ class KubeRayClient:
         self.api_client.close()
 
     # ---- the retry loop ------------------------------------------------------------------
-    def _call(self, action: str, fn: Callable[[], Any]) -> Any:
+    def _call(self, action: str, fn: Callable[[], Any], permission: ApiPermission) -> Any:
+        """Run ``fn`` with retries. ``permission`` is the call's entry in
+        :data:`~.permissions.PERMISSIONS` (the RBAC the call needs)."""
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
@@ -263,7 +271,7 @@ class KubeRayClient:
         try:
             return self._call(action, lambda: self._custom.create_namespaced_custom_object(
                 GROUP, VERSION, namespace, plural, body, field_validation="Strict",
-                _request_timeout=self.request_timeout_s))
+                _request_timeout=self.request_timeout_s), require(GROUP, plural, "create"))
         except Conflict as exc:
             try:
                 existing = self.get(plural, namespace, name)
@@ -284,20 +292,23 @@ class KubeRayClient:
         return self._call(f"get {plural}/{name} in {namespace}",
                           lambda: self._custom.get_namespaced_custom_object(
                               GROUP, VERSION, namespace, plural, name,
-                              _request_timeout=self.request_timeout_s))
+                              _request_timeout=self.request_timeout_s),
+                          require(GROUP, plural, "get"))
 
     def get_status(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
         """The object read through its ``/status`` subresource."""
         return self._call(f"get {plural}/{name}/status in {namespace}",
                           lambda: self._custom.get_namespaced_custom_object_status(
                               GROUP, VERSION, namespace, plural, name,
-                              _request_timeout=self.request_timeout_s))
+                              _request_timeout=self.request_timeout_s),
+                          require(GROUP, f"{plural}/status", "get"))
 
     def list(self, plural: str, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
         result = self._call(f"list {plural} in {namespace}",
                             lambda: self._custom.list_namespaced_custom_object(
                                 GROUP, VERSION, namespace, plural, label_selector=label_selector,
-                                _request_timeout=self.request_timeout_s))
+                                _request_timeout=self.request_timeout_s),
+                            require(GROUP, plural, "list"))
         return list(result.get("items") or [])
 
     def delete(self, plural: str, namespace: str, name: str,
@@ -309,7 +320,8 @@ class KubeRayClient:
                        lambda: self._custom.delete_namespaced_custom_object(
                            GROUP, VERSION, namespace, plural, name,
                            propagation_policy=propagation_policy,
-                           _request_timeout=self.request_timeout_s))
+                           _request_timeout=self.request_timeout_s),
+                       require(GROUP, plural, "delete"))
         except NotFound:
             return False
         return True
@@ -338,8 +350,21 @@ class KubeRayClient:
         result = self._call(f"list pods in {namespace}",
                             lambda: self._core.list_namespaced_pod(
                                 namespace, label_selector=label_selector,
-                                _request_timeout=self.request_timeout_s))
+                                _request_timeout=self.request_timeout_s),
+                            require(CORE_GROUP, "pods", "list"))
         return [self.api_client.sanitize_for_serialization(p) for p in result.items or []]
+
+    def list_events(self, namespace: str, field_selector: str = "") -> list[dict[str, Any]]:
+        """Core events (e.g. ``involvedObject.name=<pod>``) as plain dicts, oldest first."""
+        result = self._call(f"list events in {namespace}",
+                            lambda: self._core.list_namespaced_event(
+                                namespace, field_selector=field_selector,
+                                _request_timeout=self.request_timeout_s),
+                            require(CORE_GROUP, "events", "list"))
+        events = [self.api_client.sanitize_for_serialization(e) for e in result.items or []]
+        return sorted(events, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime")
+                                                or (e.get("metadata") or {}).get(
+                                                    "creationTimestamp") or ""))
 
     def read_pod_log(self, namespace: str, name: str, container: str | None = None,
                      timestamps: bool = False) -> str:
@@ -347,7 +372,8 @@ class KubeRayClient:
         response = self._call(f"read log of pod {name} in {namespace}",
                               lambda: self._core.read_namespaced_pod_log(
                                   name, namespace, container=container, timestamps=timestamps,
-                                  _preload_content=False, _request_timeout=self.request_timeout_s))
+                                  _preload_content=False, _request_timeout=self.request_timeout_s),
+                              require(CORE_GROUP, "pods/log", "get"))
         try:
             return response.data.decode("utf-8", "replace")
         finally:
@@ -367,7 +393,8 @@ class KubeRayClient:
                                   name, namespace, _preload_content=False,
                                   _request_timeout=(self.request_timeout_s,
                                                     self.stream_read_timeout_s),
-                                  **kwargs))
+                                  **kwargs),
+                              require(CORE_GROUP, "pods/log", "get"))
         pending = b""
         try:
             for chunk in response.stream(amt=65536, decode_content=True):

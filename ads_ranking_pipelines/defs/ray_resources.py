@@ -1,0 +1,221 @@
+"""The Ray provisioning resources: one class per backend behind one base.
+
+:class:`RayClusterResource` is what the assets use: ``cluster_request`` (every pre-flight check,
+before anything starts), ``session`` (the run's cluster, provisioned on first use and kept for
+later steps) and teardown when the run ends, fails or is cancelled. :class:`LocalRayResource`
+runs a real Ray cluster on this machine (the embedded default); :class:`KubeRayResource` runs
+each job as a RayJob on KubeRay. ``definitions.py`` picks one from the settings; backends
+themselves are built by :mod:`ads_ranking_pipelines.backends.factory`, as in the CLI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Any, ClassVar, Optional
+
+import dagster as dg
+from pydantic import Field, PrivateAttr, ValidationError
+
+from ads_ranking_pipelines.backends import factory
+from ads_ranking_pipelines.backends.base import ClusterSession, RayBackend
+from ads_ranking_pipelines.config.cluster import ClusterRequest
+from ads_ranking_pipelines.config.errors import format_validation_error
+from ads_ranking_pipelines.config.pools import PoolCatalog, load_catalog
+from ads_ranking_pipelines.config.settings import Settings
+from ads_ranking_pipelines.config.training import TrainingParams
+from ads_ranking_pipelines.config.validation import RequestError, ResolvedRequest
+
+
+def _failure(text: str) -> dg.Failure:
+    return dg.Failure(description=text, allow_retries=False)
+
+
+class RayClusterResource(dg.ConfigurableResource):
+    """The base of the provisioning resources (use a subclass). One cluster session serves
+    every step of a run executed in one process."""
+
+    pool_catalog: Optional[str] = Field(None, description="Pool catalog YAML; default: the shipped one.")
+    job_python: Optional[str] = Field(None, description="Python of the job entrypoint.")
+
+    _stack: Any = PrivateAttr(default=None)
+    _session: Any = PrivateAttr(default=None)
+    _request: Any = PrivateAttr(default=None)
+    _run_tags: Any = PrivateAttr(default=None)
+    _resolved: Any = PrivateAttr(default_factory=dict)
+
+    backend_name: ClassVar[str] = "?"
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        run = context.run
+        self._run_tags = dict(run.tags) if run is not None else {}
+
+    def catalog(self) -> PoolCatalog:
+        return load_catalog(self.pool_catalog)
+
+    def python(self) -> str:
+        return self.job_python or sys.executable
+
+    def make_backend(self, run_id: str | None = None,
+                     code_location: str | None = None) -> RayBackend:
+        raise NotImplementedError
+
+    def resolve(self, request: ClusterRequest, catalog: PoolCatalog) -> ResolvedRequest:
+        raise NotImplementedError
+
+    def request_fields(self) -> dict[str, Any]:
+        return {}
+
+    def backend_request(self, resolved: ResolvedRequest) -> Any:
+        """What this resource's backend's ``session`` takes."""
+        return resolved
+
+    def cluster_request(self, params: TrainingParams, run_id: str) -> ClusterRequest:
+        """The run's cluster request, completed from the pool, with every pre-flight check done
+        once (dg.Failure listing every problem otherwise), before any cluster starts."""
+        catalog = self.catalog()
+        try:
+            request = factory.run_request(params, run_id, **self.request_fields())
+            resolved = self.resolve(request, catalog)
+        except ValidationError as exc:
+            raise _failure(format_validation_error(exc, ClusterRequest, prefix="cluster.")) from None
+        except RequestError as exc:
+            raise _failure(str(exc)) from None
+        self._resolved[id(resolved.request)] = resolved
+        return resolved.request
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    def session(self, request: ClusterRequest, log: Any = None, run_id: str | None = None,
+                code_location: str | None = None) -> ClusterSession:
+        """The run's cluster session for a request from :meth:`cluster_request` (not checked
+        again), provisioned on first use and kept for later steps."""
+        req = request
+        resolved = self._resolved.get(id(request))
+        if resolved is None:
+            raise dg.Failure(description="session() takes a request made by cluster_request()")
+        if self._session is not None:
+            if req.workers > self._request.workers:
+                raise dg.Failure(description=f"this run's cluster has {self._request.workers} "
+                                 f"worker(s); {req.workers} were asked for")
+            return self._session
+        stack = contextlib.ExitStack()
+        if log is not None:
+            log.info(f"provisioning Ray cluster {req.name} on backend {self.backend_name!r}: "
+                     f"{req.workers} worker(s) in pool {req.gpu_pool!r}")
+        backend = self.make_backend(run_id, code_location)
+        session = stack.enter_context(backend.session(self.backend_request(resolved)))
+        self._stack, self._session, self._request = stack, session, req
+        if log is not None:
+            log.info(f"Ray cluster {req.name} ready; dashboard {session.dashboard_url}")
+        return session
+
+    def close(self) -> None:
+        stack, self._stack, self._session, self._request = self._stack, None, None, None
+        if stack is not None:
+            stack.close()
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        self.close()
+
+
+class LocalRayResource(RayClusterResource):
+    """A real multi-node Ray cluster on this machine (the embedded default)."""
+
+    state_dir: str = Field(description="Where running local clusters are recorded.")
+    start_timeout_s: float = 180.0
+
+    backend_name: ClassVar[str] = "local"
+
+    def make_backend(self, run_id: str | None = None,
+                     code_location: str | None = None) -> RayBackend:
+        return factory.local_backend(self.settings(), start_timeout_s=self.start_timeout_s,
+                                     run_id=run_id)
+
+    def settings(self) -> Settings:
+        return Settings(home="", pool_catalog=self.pool_catalog, state_dir=self.state_dir)
+
+    def resolve(self, request: ClusterRequest, catalog: PoolCatalog) -> ResolvedRequest:
+        return factory.local_request(request, catalog)
+
+    def backend_request(self, resolved: ResolvedRequest) -> Any:
+        return resolved.request
+
+
+class KubeRayResource(RayClusterResource):
+    """Each Ray job a RayJob on KubeRay (KubeRay creates and deletes its cluster).
+
+    The Ray image is ``image``, else the run's ``dagster/image`` tag, else ``ray_image`` (from
+    ``ADS_RANKING_RAY_IMAGE``); it must be built from this repository's Dockerfile. The
+    storage root must be object storage or a path on ``shared_volume_claim``.
+    """
+
+    storage_home: str = Field(description="The storage root the Ray pods read and write (ADS_RANKING_HOME).")
+    namespace: str = "ads-ranking"
+    image: Optional[str] = Field(None, description="Ray image built from this repository's Dockerfile.")
+    ray_image: Optional[str] = Field(None, description="Fallback image (ADS_RANKING_RAY_IMAGE).")
+    service_account: Optional[str] = Field(None, description="ServiceAccount of the Ray pods.")
+    auth_secret: Optional[str] = Field(None, description="Secret (key auth_token) for Ray token auth.")
+    shared_volume_claim: Optional[str] = Field(None, description="PVC holding a path storage root.")
+    rayjob_deletion: str = Field("rules", description="rules (KubeRay deletion rules) or shutdown.")
+    kube_context: Optional[str] = None
+    kube_config_file: Optional[str] = Field(None, description="kubeconfig path; default: $KUBECONFIG or ~/.kube/config.")
+    in_cluster: bool = False
+    ready_timeout_s: float = 900.0
+    dev_working_tree: Optional[str] = Field(
+        None, description="Development mode: ship this working tree's package to the Ray pods "
+        "(zipped under the storage root, Ray runtime_env py_modules) on top of the image.")
+
+    backend_name: ClassVar[str] = "kuberay"
+
+    def python(self) -> str:
+        return self.job_python or "python"
+
+    def settings(self) -> Settings:
+        return Settings(
+            home=self.storage_home, pool_catalog=self.pool_catalog, state_dir="",
+            backend="kuberay", namespace=self.namespace, ray_image=self.ray_image,
+            ray_service_account=self.service_account, ray_auth_secret=self.auth_secret,
+            shared_volume_claim=self.shared_volume_claim, rayjob_deletion=self.rayjob_deletion,
+            kube_in_cluster=self.in_cluster, kube_context=self.kube_context,
+            kube_config_file=self.kube_config_file)
+
+    def request_fields(self) -> dict[str, Any]:
+        settings = self.settings()
+        image = factory.ray_image(settings, self.image, self._run_tags)
+        return factory.kuberay_fields(settings, image)
+
+    def resolve(self, request: ClusterRequest, catalog: PoolCatalog) -> ResolvedRequest:
+        problems = factory.dev_mode_problems(self.settings()) if self.dev_working_tree else []
+        return factory.kuberay_request(request, self.settings(), catalog, extra=problems)
+
+    def dev_py_modules(self) -> tuple[str, ...]:
+        """Development mode: the working tree's package zipped under the storage root."""
+        if not self.dev_working_tree:
+            return ()
+        return (factory.upload_dev_package(self.settings(), self.dev_working_tree),)
+
+    def make_backend(self, run_id: str | None = None,
+                     code_location: str | None = None) -> RayBackend:
+        from ads_ranking_pipelines.backends.base import BackendError
+
+        try:
+            return factory.kuberay_backend(self.settings(), self.catalog(),
+                                           ready_timeout_s=self.ready_timeout_s,
+                                           run_id=run_id, code_location=code_location,
+                                           py_modules=self.dev_py_modules())
+        except BackendError as exc:
+            raise _failure(f"cannot reach Kubernetes: {exc}") from None
+
+
+def ray_resource(settings: Settings) -> RayClusterResource:
+    """The provisioning resource for ``settings.backend``."""
+    if settings.backend == "kuberay":
+        return KubeRayResource(
+            pool_catalog=settings.pool_catalog, storage_home=settings.home,
+            namespace=settings.namespace, ray_image=settings.ray_image,
+            service_account=settings.ray_service_account, auth_secret=settings.ray_auth_secret,
+            shared_volume_claim=settings.shared_volume_claim,
+            rayjob_deletion=settings.rayjob_deletion, kube_context=settings.kube_context,
+            kube_config_file=settings.kube_config_file, in_cluster=settings.kube_in_cluster,
+            dev_working_tree=settings.dev_working_tree)
+    return LocalRayResource(pool_catalog=settings.pool_catalog, state_dir=settings.state_dir)

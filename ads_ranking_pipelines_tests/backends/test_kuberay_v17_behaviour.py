@@ -1,0 +1,219 @@
+"""KubeRay v1.7 behaviours the backend must follow (issue: KubeRay as the real operator
+behaves), against the fake API server whose toy operator models v1.7.0:
+
+* a RayCluster that cannot create its pods (``ReplicaFailure``) or whose pods cannot be
+  scheduled fails the wait within a few polls, in KubeRay's / the scheduler's words;
+* a retried submitter replays the driver log: every line is delivered once;
+* ``jobStatus`` SUCCEEDED is written before ``jobDeploymentStatus`` Complete: the job is not
+  done until the submitter has printed its last line.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ads_ranking_pipelines.backends.base import BackendError, JobState
+from ads_ranking_pipelines.backends.kuberay.logs import ReplayFilter
+from ads_ranking_pipelines.config.cluster import ClusterRequest
+from ads_ranking_pipelines_tests.backends.kuberay_helpers import (
+    JOB,
+    NS,
+    REQUEST,
+    assert_nothing_left,
+    make_backend,
+)
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 - fixture
+    FakeKubeApiServer,
+    Scenario,
+    fake_apiserver,
+)
+
+STATUS_READS = r"/rayjobs/[^/]+/status$"
+
+
+def test_replica_failure_fails_within_a_few_polls(fake_apiserver: FakeKubeApiServer) -> None:
+    fake_apiserver.scenario = Scenario(outcome="cluster_failed")
+    backend = make_backend(fake_apiserver, ready_timeout_s=30.0, failure_polls=3)
+    with pytest.raises(BackendError) as info:
+        with backend.session(REQUEST) as session:
+            session.submit(JOB)
+    text = str(info.value)
+    assert "cannot create its pods: FailedCreateHeadPod" in text
+    assert "exceeded quota: gpu-quota, requested: nvidia.com/gpu=32" in text
+    assert "did not start within" not in text
+    # A handful of status reads, not a 30 s wait at 0.02 s per poll (~1500 reads).
+    assert fake_apiserver.count("GET", STATUS_READS) < 100
+    assert_nothing_left(fake_apiserver)
+
+
+def test_unschedulable_pod_fails_with_the_schedulers_words(fake_apiserver: FakeKubeApiServer) -> None:
+    fake_apiserver.scenario = Scenario(outcome="unschedulable")
+    backend = make_backend(fake_apiserver, ready_timeout_s=30.0, unschedulable_grace_s=0.1)
+    with pytest.raises(BackendError) as info:
+        with backend.session(REQUEST) as session:
+            session.submit(JOB)
+    text = str(info.value)
+    assert "cannot be scheduled: 0/12 nodes are available: 12 Insufficient nvidia.com/gpu." in text
+    assert "-workers-worker-" in text
+    assert fake_apiserver.count("GET", STATUS_READS) < 200
+    assert_nothing_left(fake_apiserver)
+
+
+def test_unschedulable_pod_waits_while_a_scale_up_is_under_way(fake_apiserver: FakeKubeApiServer) -> None:
+    fake_apiserver.scenario = Scenario(outcome="unschedulable", scale_up=True)
+    backend = make_backend(fake_apiserver, ready_timeout_s=1.0, unschedulable_grace_s=0.1)
+    with pytest.raises(BackendError) as info:
+        with backend.session(REQUEST) as session:
+            session.submit(JOB)
+    assert "did not start within 1s" in str(info.value)  # waited: a node is being added
+    assert_nothing_left(fake_apiserver)
+
+
+def test_standalone_cluster_replica_failure_fails_fast(fake_apiserver: FakeKubeApiServer) -> None:
+    fake_apiserver.scenario = Scenario(outcome="cluster_failed")
+    backend = make_backend(fake_apiserver, ready_timeout_s=30.0)
+    request = ClusterRequest(name="dev-quota", owner="alice", workers=1)
+    with pytest.raises(BackendError) as info:
+        backend.create_cluster(request, wait=True)
+    assert "RayCluster dev-quota cannot create its pods" in str(info.value)
+    assert "exceeded quota" in str(info.value)
+    assert fake_apiserver.count("GET", r"/rayclusters/dev-quota/status$") < 100
+    assert fake_apiserver.names("rayclusters") == []
+
+
+def test_retried_submitter_delivers_each_line_once(fake_apiserver: FakeKubeApiServer) -> None:
+    lines = tuple(f"line {i}" for i in range(6))
+    fake_apiserver.scenario = Scenario(log_lines=lines, submitter_failures=2, crash_after_lines=3)
+    backend = make_backend(fake_apiserver)
+    with backend.session(REQUEST) as session:
+        job_id = session.submit(JOB)
+        got = list(session.logs(job_id, follow=True))
+        assert session.status(job_id).state is JobState.SUCCEEDED
+        pods = backend.submitter_pods(NS, job_id)
+    assert len(pods) == 3  # two submitter pods died; the third finished
+    assert got == list(lines)
+    assert_nothing_left(fake_apiserver)
+
+
+def test_submitter_out_of_retries_fails_the_job(fake_apiserver: FakeKubeApiServer) -> None:
+    fake_apiserver.scenario = Scenario(log_lines=("a", "b"), submitter_failures=5,
+                                       crash_after_lines=1)
+    backend = make_backend(fake_apiserver)
+    with backend.session(REQUEST) as session:
+        job_id = session.submit(JOB)
+        assert list(session.logs(job_id, follow=True)) == ["a"]
+        status = session.status(job_id)
+    assert status.state is JobState.FAILED
+    assert status.message.startswith("SubmissionFailed: Job submission has failed. "
+                                     "Reason: BackoffLimitExceeded")
+    assert_nothing_left(fake_apiserver)
+
+
+def test_job_is_not_done_before_the_submitter_finishes(fake_apiserver: FakeKubeApiServer) -> None:
+    fake_apiserver.scenario = Scenario(log_lines=("train", "result"), tail_lines=3,
+                                       tail_interval_s=0.1)
+    backend = make_backend(fake_apiserver)
+    with backend.session(REQUEST) as session:
+        job_id = session.submit(JOB)
+        assert fake_apiserver.wait_for(
+            lambda: (fake_apiserver.get("rayjobs", NS, job_id) or {}).get("status", {}).get(
+                "jobStatus") == "SUCCEEDED", timeout_s=10)
+        early = session.status(job_id)
+        got = list(session.logs(job_id, follow=True))
+        final = session.status(job_id)
+    assert early.state is JobState.RUNNING, early
+    assert got == ["train", "result", "[submitter] tail line 1", "[submitter] tail line 2",
+                   "[submitter] tail line 3"]
+    assert final.state is JobState.SUCCEEDED
+    assert_nothing_left(fake_apiserver)
+
+
+@pytest.mark.parametrize("before,replay,want", [
+    ([], ["a", "b"], ["a", "b"]),                            # first pod: all new
+    (["a", "b", "c"], ["a", "b", "c", "d"], ["d"]),          # full replay, then new lines
+    (["a", "b", "c"], ["a", "b"], []),                       # replay still catching up
+    (["hdr", "a", "b"], ["a", "b", "c"], ["c"]),             # first pod had submit's header
+    (["x", "x", "y"], ["x", "x", "y", "x"], ["x"]),          # repeated lines stay in order
+    (["a", "b"], ["a", "z", "b"], ["z", "b"]),               # divergence: the rest is new
+    (["a"], ["q", "a"], ["q", "a"]),                         # nothing replayed
+])
+def test_replay_filter(before: list[str], replay: list[str], want: list[str]) -> None:
+    f = ReplayFilter()
+    f.new_pod()
+    assert [line for line in before if f.accept(line)] == before
+    f.new_pod()
+    assert [line for line in replay if f.accept(line)] == want
+
+
+def test_dev_mode_ships_the_package_zip_with_every_job(fake_apiserver: FakeKubeApiServer) -> None:
+    import yaml
+
+    zip_uri = "gs://ads-ranking/dev/py_modules/ads_ranking_pipelines-dev-0123456789abcdef.zip"
+    backend = make_backend(fake_apiserver, py_modules=(zip_uri,))
+    with backend.session(REQUEST) as session:
+        job_id = session.submit(JOB)
+        rayjob = fake_apiserver.get("rayjobs", NS, job_id)
+        list(session.logs(job_id))
+    env = yaml.safe_load(rayjob["spec"]["runtimeEnvYAML"])
+    assert env["py_modules"] == [zip_uri] and "DAGSTER_PIPES_CONTEXT" in env["env_vars"]
+    assert_nothing_left(fake_apiserver)
+
+
+def _raw_rayjob(backend, name: str, **spec) -> dict:
+    from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
+
+    manifest = build_rayjob(backend.resolve(REQUEST.model_copy(update={"name": name})),
+                            entrypoint="python -c pass", submission_id=name)
+    manifest["spec"].update(spec)
+    return manifest
+
+
+def _deployment_states(fake: FakeKubeApiServer, name: str, until: set[str]) -> list[str]:
+    seen: list[str] = []
+
+    def done() -> bool:
+        state = ((fake.get("rayjobs", NS, name) or {}).get("status") or {}).get(
+            "jobDeploymentStatus", "")
+        if not seen or seen[-1] != state:
+            seen.append(state)
+        return state in until
+
+    assert fake.wait_for(done, timeout_s=10), seen
+    return seen
+
+
+def test_fake_retries_a_failed_rayjob_within_its_backoff_limit(fake_apiserver: FakeKubeApiServer) -> None:
+    """checkBackoffLimitAndUpdateStatusIfNeeded: Failed with retries left -> Retrying -> New."""
+    fake_apiserver.scenario = Scenario(outcome="app_failed", log_lines=("boom",))
+    backend = make_backend(fake_apiserver)
+    backend.client.create("rayjobs", NS, _raw_rayjob(backend, "retried", backoffLimit=1))
+    states = _deployment_states(fake_apiserver, "retried", {"Failed"})
+    assert "Retrying" in states
+    final = fake_apiserver.get("rayjobs", NS, "retried")["status"]
+    assert final["failed"] == 2 and final["reason"] == "AppFailed"
+    assert backend.job_status(NS, "retried").state is JobState.FAILED
+    backend.stop_job(NS, "retried")
+    assert_nothing_left(fake_apiserver)
+
+
+def test_fake_suspends_a_suspended_rayjob(fake_apiserver: FakeKubeApiServer) -> None:
+    backend = make_backend(fake_apiserver)
+    backend.client.create("rayjobs", NS, _raw_rayjob(backend, "paused", suspend=True))
+    states = _deployment_states(fake_apiserver, "paused", {"Suspended"})
+    assert states[-2:] == ["Suspending", "Suspended"]
+    assert backend.job_status(NS, "paused").state is JobState.STOPPED
+    backend.stop_job(NS, "paused")
+    assert_nothing_left(fake_apiserver)
+
+
+def test_fake_finalizer_stops_a_running_ray_job_on_delete(fake_apiserver: FakeKubeApiServer) -> None:
+    """The RayJob finalizer: deleting a RayJob whose Ray job runs stops it first."""
+    fake_apiserver.scenario = Scenario(hold_running_s=60)
+    backend = make_backend(fake_apiserver)
+    with backend.session(REQUEST) as session:
+        job_id = session.submit(JOB)
+        assert fake_apiserver.wait_for(lambda: session.status(job_id).state is JobState.RUNNING)
+        rayjob = fake_apiserver.get("rayjobs", NS, job_id)
+        assert "ray.io/rayjob-finalizer" in rayjob["metadata"]["finalizers"]
+    assert fake_apiserver.stopped_jobs == [job_id]
+    assert_nothing_left(fake_apiserver)

@@ -1,0 +1,83 @@
+"""The daily job end to end on the KubeRay backend, against the fake API server whose toy
+operator runs real Ray (``Scenario(execute=True)``): each Ray step is one RayJob whose
+cluster is a real local Ray cluster and whose submitter really runs the job's entrypoint.
+
+The storage root is a path on a "shared volume" (``shared_volume_claim``): the Ray pods mount
+it at the same path - here they are processes on this machine and see it directly. All four
+assets materialize, the run makes exactly one RayJob per Ray step, and nothing is left in the
+fake's store nor any Ray process on the machine afterwards.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+
+import dagster as dg
+import pytest
+
+from ads_ranking_pipelines.backends.kuberay.client import RAYCLUSTERS, RAYJOBS
+from ads_ranking_pipelines.cli.pipeline import run_config
+from ads_ranking_pipelines.defs.assets import batch_scores, impressions, model_evaluation, trained_model
+from ads_ranking_pipelines.defs.jobs import daily_retraining
+from ads_ranking_pipelines.defs.ray_resources import KubeRayResource
+from ads_ranking_pipelines.defs.resources import EventSourceResource, StorageResource
+from ads_ranking_pipelines.storage.layout import StorageLayout
+from ads_ranking_pipelines.storage.registry import ModelRegistry
+from ads_ranking_pipelines_tests.conftest import wait_no_processes
+from ads_ranking_pipelines_tests.defs.test_pipeline_local import DAY, TINY, TINY_SOURCE
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 - fixture
+    FakeKubeApiServer,
+    Scenario,
+    fake_apiserver,
+    write_kubeconfig,
+)
+
+NS = "ads-ranking"
+IMAGE = "registry.example.com/ads-ranking/ads-ranking-pipelines:0.1.0"
+
+
+@pytest.mark.ray
+@pytest.mark.integration
+def test_daily_job_on_kuberay_against_the_fake(fake_apiserver: FakeKubeApiServer, ads_home,
+                                               tmp_path) -> None:
+    fake_apiserver.scenario = Scenario(execute=True)
+    fake_apiserver.time_scale = 1.0
+    home = str(ads_home)
+    ray = KubeRayResource(
+        kube_config_file=write_kubeconfig(tmp_path / "kubeconfig", fake_apiserver, context="fake"),
+        kube_context="fake", namespace=NS, storage_home=home, shared_volume_claim="ads-ranking-data",
+        image=IMAGE, job_python=sys.executable, ready_timeout_s=300)
+    defs = dg.Definitions(
+        assets=[impressions, trained_model, model_evaluation, batch_scores], jobs=[daily_retraining],
+        resources={"storage": StorageResource(home=home), "event_source": EventSourceResource(),
+                   "ray_cluster": ray})
+    params = TINY.model_copy(update={"num_workers": 1})
+    with dg.DagsterInstance.get() as instance:
+        result = defs.resolve_job_def("daily_retraining").execute_in_process(
+            run_config=run_config(params, TINY_SOURCE), partition_key=DAY.isoformat(),
+            instance=instance, raise_on_error=False)
+        assert result.success, [e.message for e in result.all_events if e.is_failure]
+
+    done = {m.asset_key.to_user_string() for m in result.get_asset_materialization_events()}
+    assert done == {"impressions", "trained_model", "model_evaluation", "batch_scores"}
+    # one RayJob per Ray step, each with the run's labels, the shared volume and our image
+    rayjobs = [key for key in fake_apiserver.created if key[0] == RAYJOBS]
+    assert len(rayjobs) == 3
+    made = fake_apiserver.operator_made
+    assert len(made) == 3
+    for cluster in made:
+        assert cluster["metadata"]["labels"]["dagster/run-id"] == result.run_id
+        worker = cluster["spec"]["workerGroupSpecs"][0]["template"]["spec"]
+        assert worker["containers"][0]["image"] == IMAGE
+        assert {"name": "storage", "persistentVolumeClaim": {"claimName": "ads-ranking-data"}} \
+            in worker["volumes"]
+    version = next(m for m in result.asset_materializations_for_node("trained_model")
+                   ).metadata["model_version"].value
+    assert ModelRegistry(StorageLayout(home), params.model_name).is_complete(version)
+    # nothing left: not in the fake's store, not on the machine
+    assert fake_apiserver.leftovers() == [] and fake_apiserver.names(RAYCLUSTERS) == []
+    fake_apiserver.stop()
+    temp_dirs = fake_apiserver.runtime().temp_dirs
+    assert len(temp_dirs) == 3
+    assert [wait_no_processes(d) for d in temp_dirs] == [[], [], []]
