@@ -93,13 +93,14 @@ async def create(request: Request) -> Response:
         return JSONResponse({"error": "the body must be a JSON object of the create form's fields"}, 400)
     values = forms.form_values(body if isinstance(body, dict) else {}, svc.settings.default_owner,
                                svc.catalog)
-    result = forms.parse_request(values, svc.catalog, svc.backends, svc.namespaces)
+    result = forms.parse_request(values, svc.catalog, svc.backends, svc.namespaces,
+                                 svc.settings.settings)
     if not result.ok:
         return JSONResponse({"error": "; ".join(result.errors), "fields": sorted(result.fields)}, 400)
     if values["backend"] == "local" and svc.local.name_taken(result.request.name):
         return JSONResponse({"error": f"a local cluster named {result.request.name!r} is running",
                              "fields": ["name"]}, 409)
-    await run_in_threadpool(svc.create, values["backend"], result.request)
+    await run_in_threadpool(svc.create, values["backend"], result.resolved)
     return JSONResponse({"name": result.request.name, "backend": values["backend"],
                          "status": "creating"}, 202)
 

@@ -1,8 +1,9 @@
 """Links to the Dagster run that created a cluster.
 
-KubeRay clusters carry the run id in their ``dagster/run-id`` label. A local cluster made by
-a Dagster run is named ``arp-<first 8 characters of the run id>`` with owner ``dagster`` (see
-``RayClusterResource.cluster_request``); its full id is looked up in the Dagster instance of
+KubeRay clusters carry the run id in their ``dagster/run-id`` label, a run's local session
+cluster records it in its state file (``run_id``). A local cluster from an older state file is
+recognised by its name, ``arp-<first 8 characters of the run id>`` with owner ``dagster`` (see
+``backends.factory.run_request``); its full id is looked up in the Dagster instance of
 ``DAGSTER_HOME`` when there is one (recent runs only), and there is no link otherwise.
 """
 

@@ -16,7 +16,8 @@ from typing import Any
 
 from ads_ranking_pipelines.backends.kuberay import ClusterInfo, KubeRayBackend, job_status_from_rayjob
 from ads_ranking_pipelines.backends.kuberay.status import CLUSTER_NAME_LABEL
-from ads_ranking_pipelines.config.cluster import ClusterRequest
+from ads_ranking_pipelines.config.settings import Settings
+from ads_ranking_pipelines.config.validation import ResolvedRequest
 from ads_ranking_pipelines.config.pools import PoolCatalog
 from ads_ranking_pipelines.kuberay.labels import LABEL_DAGSTER_RUN_ID, LABEL_TEAM
 from ads_ranking_pipelines.kuberay.pod import GPU_RESOURCE
@@ -65,8 +66,9 @@ def api_error(exc: Exception) -> str:
 class KubeRaySource:
     backend = "kuberay"
 
-    def __init__(self, kube: KubeSettings, catalog: PoolCatalog) -> None:
+    def __init__(self, kube: KubeSettings, settings: Settings, catalog: PoolCatalog) -> None:
         self.kube = kube
+        self.settings = settings
         self.catalog = catalog
         self._backend: KubeRayBackend | None = None
         self._lock = threading.Lock()
@@ -77,13 +79,14 @@ class KubeRaySource:
 
     def client(self) -> KubeRayBackend:
         """The backend, made on first use (a kubeconfig error surfaces on the page)."""
-        from ads_ranking_pipelines.kuberay.client import RetryPolicy
+        from ads_ranking_pipelines.backends import factory
+        from ads_ranking_pipelines.backends.kuberay.client import RetryPolicy
 
         with self._lock:
             if self._backend is None:
-                self._backend = KubeRayBackend.from_kube_config(
-                    self.catalog, in_cluster=self.kube.in_cluster, context=self.kube.context,
-                    config_file=self.kube.config_file, poll_interval_s=0.5,
+                self._backend = factory.kuberay_backend(
+                    self.settings, self.catalog, context=self.kube.context,
+                    in_cluster=self.kube.in_cluster or None, poll_interval_s=0.5,
                     retry=RetryPolicy(max_attempts=2, initial_delay_s=0.2, max_delay_s=1.0))
             return self._backend
 
@@ -139,12 +142,12 @@ class KubeRaySource:
         return self.client().job_logs(namespace, job, follow=True)
 
     # ---- create / delete -------------------------------------------------------------------
-    def render(self, request: ClusterRequest) -> dict[str, Any]:
+    def render(self, resolved: ResolvedRequest) -> dict[str, Any]:
         """The manifest ``create`` sends (``ads-ranking cluster render`` prints the same)."""
-        return build_raycluster(request, self.catalog)
+        return build_raycluster(resolved)
 
-    def create(self, request: ClusterRequest) -> ClusterRow:
-        return self.row(self.client().create_cluster(request, wait=False))
+    def create(self, resolved: ResolvedRequest) -> ClusterRow:
+        return self.row(self.client().create_cluster(resolved, wait=False))
 
     def delete(self, namespace: str, name: str) -> bool:
         return self.client().delete_cluster(namespace, name, wait=False)

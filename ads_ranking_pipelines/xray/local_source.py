@@ -79,6 +79,7 @@ class LocalSource:
             status="running" if alive else "dead", created_at=created,
             status_detail="head process alive" if alive else "head process gone (stale state file)",
             dashboard=cluster.state.dashboard_url,
+            dagster_run_id=getattr(cluster.state, "run_id", "") or None,
             extra={"head_pid": cluster.state.head_pid, "worker_pids": cluster.state.worker_pids,
                    "gcs_address": cluster.state.gcs_address,
                    "token_file": str(cluster.token_file)},

@@ -93,7 +93,8 @@ async def _parsed(request: Request) -> forms.FormResult:
     form = await request.form()
     await check_csrf(request, form)
     values = forms.form_values(form, svc.settings.default_owner, svc.catalog)
-    return forms.parse_request(values, svc.catalog, svc.backends, svc.namespaces)
+    return forms.parse_request(values, svc.catalog, svc.backends, svc.namespaces,
+                               svc.settings.settings)
 
 
 async def review_cluster(request: Request) -> Response:
@@ -104,7 +105,7 @@ async def review_cluster(request: Request) -> Response:
     manifest = None
     if result.values["backend"] == "kuberay" and svc.kuberay:
         try:
-            manifest = cli_render.dump(svc.kuberay.render(result.request), "yaml")
+            manifest = cli_render.dump(svc.kuberay.render(result.resolved), "yaml")
         except RequestError as exc:  # rules only the rendered manifest can break
             result.errors.append(request_error(exc))
             return _form(request, result, 400)
@@ -121,7 +122,7 @@ async def create_cluster(request: Request) -> Response:
         result.fields.add("name")
     if not result.ok:
         return _form(request, result, 400)
-    await run_in_threadpool(svc.create, result.values["backend"], result.request)
+    await run_in_threadpool(svc.create, result.values["backend"], result.resolved)
     target = f"/clusters/{result.request.name}?" + urlencode(
         {"backend": result.values["backend"], "notice": f"creating {result.request.name}",
          **({"namespace": result.request.namespace} if result.values["backend"] == "kuberay" else {})})

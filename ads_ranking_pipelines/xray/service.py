@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ads_ranking_pipelines.config.cluster import ClusterRequest
+from ads_ranking_pipelines.config.validation import ResolvedRequest
 from ads_ranking_pipelines.config.pools import load_catalog
 
 from ads_ranking_pipelines.xray import local_jobs
@@ -55,7 +55,8 @@ class XrayService:
         self.settings = settings
         self.catalog = load_catalog(settings.settings.pool_catalog)
         self.local = LocalSource(settings.settings.state_dir)
-        self.kuberay = KubeRaySource(settings.kube, self.catalog) if settings.kube.enabled else None
+        self.kuberay = (KubeRaySource(settings.kube, settings.settings, self.catalog)
+                        if settings.kube.enabled else None)
         self.notebooks = Notebooks(settings.notebooks_dir)
         self.links = DagsterLinks(settings.dagster_url, environ)
 
@@ -112,11 +113,11 @@ class XrayService:
         return self.kuberay.follow_log(row.namespace or "", job_id)
 
     # ---- changing --------------------------------------------------------------------------
-    def create(self, backend: str, request: ClusterRequest) -> None:
+    def create(self, backend: str, resolved: ResolvedRequest) -> None:
         if backend == "kuberay" and self.kuberay:
-            self.kuberay.create(request)
+            self.kuberay.create(resolved)
         else:
-            self.local.create(request)
+            self.local.create(resolved.request)
 
     def delete(self, row: ClusterRow) -> bool:
         if row.backend == "kuberay" and self.kuberay:

@@ -7,17 +7,20 @@ import datetime as dt
 import pytest
 
 from ads_ranking_pipelines.config.pools import load_catalog
+from ads_ranking_pipelines.config.settings import Settings
 from ads_ranking_pipelines.xray import forms
 from ads_ranking_pipelines.xray.rows import ClusterRow, Filters
 
 CATALOG = load_catalog()
 BACKENDS = ("local", "kuberay")
 NAMESPACES = ("ads-ranking", "research")
+IMAGE = "registry.example.com/ads-ranking/ads-ranking-pipelines:0.1.0"
+SETTINGS = Settings.from_environ({"ADS_RANKING_HOME": "/tmp/xray-forms", "ADS_RANKING_RAY_IMAGE": IMAGE})
 
 
 def parse(**values: str) -> forms.FormResult:
     merged = forms.form_values(values, "alice", CATALOG)
-    return forms.parse_request(merged, CATALOG, BACKENDS, NAMESPACES)
+    return forms.parse_request(merged, CATALOG, BACKENDS, NAMESPACES, SETTINGS)
 
 
 @pytest.mark.parametrize("values,field,text", [
@@ -47,8 +50,7 @@ def test_a_good_request_gets_the_cli_defaults() -> None:
                    cpus_per_worker="8", memory_per_worker="32Gi")
     assert result.ok, result.errors
     r = result.request
-    assert (r.name, r.owner, r.namespace, r.image) == (
-        "alice-l4", "alice", "ads-ranking", "rayproject/ray:2.60.0-py311-gpu")
+    assert (r.name, r.owner, r.namespace, r.image) == ("alice-l4", "alice", "ads-ranking", IMAGE)
     assert parse().request.gpu_pool == CATALOG.default_pool
 
 

@@ -14,10 +14,12 @@ import requests
 from ads_ranking_pipelines.backends.base import JobSpec
 from ads_ranking_pipelines.backends.kuberay import KubeRayBackend
 from ads_ranking_pipelines.config.cluster import ClusterRequest
+from ads_ranking_pipelines.backends.kuberay.client import RAYCLUSTERS
 from ads_ranking_pipelines.config.pools import load_catalog
-from ads_ranking_pipelines.kuberay.client import RAYCLUSTERS
+from ads_ranking_pipelines.config.validation import resolve_request
 from ads_ranking_pipelines.kuberay.labels import LABEL_OWNER
 from ads_ranking_pipelines.kuberay.raycluster import build_raycluster
+from ads_ranking_pipelines_tests.cli.helpers import RAY_IMAGE
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 - fixture
     FakeKubeApiServer,
     Scenario,
@@ -48,7 +50,7 @@ def kube_xray(fake_apiserver: FakeKubeApiServer, tmp_path: Path):
                           message=f'rayclusters.ray.io is forbidden: User "alice" cannot list '
                                   f'resource "rayclusters" in the namespace "{FORBIDDEN}"')
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", fake_apiserver, context="fake")
-    env = xray_env(tmp_path, KUBECONFIG=kubeconfig)
+    env = xray_env(tmp_path, KUBECONFIG=kubeconfig, ADS_RANKING_RAY_IMAGE=RAY_IMAGE)
     srv = XrayServer(env, "--context", "fake", "-n", NS, "-n", FORBIDDEN,
                      "--dagster-url", "http://dagster.example:3000", log_path=tmp_path / "xray.log")
     try:
@@ -60,8 +62,9 @@ def kube_xray(fake_apiserver: FakeKubeApiServer, tmp_path: Path):
 def seed_markup_cluster(fake: FakeKubeApiServer) -> None:
     """Someone's cluster whose owner label holds markup (the API server would refuse such a
     label value; a label is still input X-Ray must not trust)."""
-    manifest = build_raycluster(ClusterRequest(name="theirs", owner="mallory", workers=1),
-                                load_catalog(), run_id="8f1d6c1e-0000-4000-8000-000000000001")
+    resolved = resolve_request(ClusterRequest(name="theirs", owner="mallory", workers=1),
+                               load_catalog())
+    manifest = build_raycluster(resolved, run_id="8f1d6c1e-0000-4000-8000-000000000001")
     manifest["metadata"]["labels"][LABEL_OWNER] = XSS
     fake.seed(RAYCLUSTERS, manifest)
 
