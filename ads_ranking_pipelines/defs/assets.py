@@ -22,7 +22,7 @@ from ads_ranking_pipelines.defs.resources import EventSourceResource, RayCluster
 from ads_ranking_pipelines.ray_jobs.common import SPEC_ENV
 from ads_ranking_pipelines.storage import fs
 from ads_ranking_pipelines.storage.registry import ModelRegistry
-from ads_ranking_pipelines.training.spec import EvalJobSpec, InferenceJobSpec, TrainJobSpec
+from ads_ranking_pipelines.contracts.jobs import EvalJobSpec, InferenceJobSpec, TrainJobSpec
 from ads_ranking_pipelines.version import code_version
 
 GROUP = "ads_ranking"

@@ -11,9 +11,9 @@ from ads_ranking_pipelines.storage import fs
 from ads_ranking_pipelines.training.baseline import train_and_evaluate_baseline
 from ads_ranking_pipelines.training.export import is_model_version, load_predictor
 from ads_ranking_pipelines.training.features import FeatureSpec, transform
-from ads_ranking_pipelines.training.metrics import evaluate
+from ads_ranking_pipelines.metrics import evaluate
 from ads_ranking_pipelines.training.reporting import Reporter
-from ads_ranking_pipelines.training.spec import EvalJobSpec
+from ads_ranking_pipelines.contracts.jobs import EvalJobSpec
 
 
 def evaluate_version(spec: EvalJobSpec, reporter: Reporter) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from ads_ranking_pipelines.training.features import FeatureSpec, transform
 from ads_ranking_pipelines.training.model import DLRM, build_model
 from ads_ranking_pipelines.training.reporting import Reporter
 from ads_ranking_pipelines.training.sharding import format_plan
-from ads_ranking_pipelines.training.spec import TrainJobSpec
+from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
 from ads_ranking_pipelines.training.train_loop import (
     DATASET_NAME,
     quiet_warnings,
