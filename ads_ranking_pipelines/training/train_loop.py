@@ -47,6 +47,7 @@ from ads_ranking_pipelines.training.batches import make_batch
 from ads_ranking_pipelines.training.features import FeatureSpec
 from ads_ranking_pipelines.training.model import build_model, feature_spec_from_dict
 from ads_ranking_pipelines.training.sharding import ShardedModel, shard_model
+from ads_ranking_pipelines.training.warm_start import apply as apply_warm_start
 
 TRAIN_STATE_FILE = "train_state.json"
 DATASET_NAME = "train"
@@ -127,6 +128,7 @@ def run_worker(
     log: Callable[[str], None] = print,
     on_epoch_start: Callable[[int], None] | None = None,
     steps_per_epoch: int | None = None,
+    warm_start: Mapping[str, torch.Tensor] | None = None,
 ) -> WorkerSummary:
     """Train ``params.epochs`` epochs (minus those already in ``resume_dir``) on this rank.
 
@@ -159,6 +161,10 @@ def run_worker(
             progress({"kind": "sharding_plan", "world_size": world, "plan": json.dumps(sm.plan_summary)})
 
     start_epoch, global_step = 0, 0
+    if warm_start is not None and not resume_dir:
+        n = apply_warm_start(sm.model, warm_start)
+        if rank == 0:
+            log(f"[train] warm start: {n} tensors from the previous version")
     if resume_dir:
         state = load_checkpoint(sm, resume_dir)
         start_epoch, global_step = int(state["epochs_done"]), int(state["global_step"])
@@ -325,6 +331,15 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         _run(params, feature_spec, device, batches, report, None, progress, config, ctx)
 
 
+def _warm_start_state(ref: Any) -> Mapping[str, torch.Tensor] | None:
+    """The earlier version's weights, put in the object store once by the driver."""
+    if ref is None:
+        return None
+    import ray
+
+    return ray.get(ref)
+
+
 def _crash_hook(spec: Mapping[str, Any] | None, rank: int) -> Callable[[int], None] | None:
     if not spec or int(spec["rank"]) != rank:
         return None
@@ -344,5 +359,6 @@ def _run(params, feature_spec, device, batches, report, resume_dir, progress, co
                progress_every_s=float(config.get("progress_every_s", 5.0)),
                local_world_size=ctx.get_local_world_size(),
                steps_per_epoch=config.get("steps_per_epoch"),
+               warm_start=_warm_start_state(config.get("warm_start")),
                log=lambda m: print(m, flush=True),
                on_epoch_start=_crash_hook(config.get("crash_once"), ctx.get_world_rank()))

@@ -35,6 +35,7 @@ from ads_ranking_pipelines.training.export import save_model_version
 from ads_ranking_pipelines.training.features import FeatureSpec, transform
 from ads_ranking_pipelines.training.model import DLRM, build_model
 from ads_ranking_pipelines.training.reporting import Reporter
+from ads_ranking_pipelines.training import warm_start
 from ads_ranking_pipelines.training.sharding import format_plan
 from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
 from ads_ranking_pipelines.training.train_loop import (
@@ -190,6 +191,22 @@ def _checkpoint_dirs(run_dir: str) -> list[str]:
             if n.startswith("checkpoint_") and fs.is_dir(fs.join(run_dir, n))]
 
 
+def _warm_start_ref(spec: TrainJobSpec, params: TrainingParams, feature_spec: FeatureSpec,
+                    reporter: Reporter) -> Any:
+    """The earlier version's weights in the object store, or None (no warm start, or it does not fit)."""
+    if not spec.init_model_uri:
+        return None
+    import ray
+
+    state = warm_start.read_weights(spec.init_model_uri)
+    why = warm_start.incompatibility(state, build_model(params, feature_spec, device=torch.device("meta")))
+    if why:
+        reporter.log(f"warm start from {spec.init_model_uri} skipped, training from scratch: {why}")
+        return None
+    reporter.log(f"warm start from {spec.init_model_uri}")
+    return ray.put(state)
+
+
 def train(spec: TrainJobSpec, reporter: Reporter, *,
           worker_config: dict[str, Any] | None = None) -> TrainResult:
     """Train ``spec`` and write its model version; see the module docstring.
@@ -224,7 +241,9 @@ def train(spec: TrainJobSpec, reporter: Reporter, *,
         "num_cpus": 0,
         "scheduling_strategy": NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False),
     })
+    warm_ref = _warm_start_ref(spec, params, feature_spec, reporter)
     config = {
+        "warm_start": warm_ref,
         "params": params.model_dump(mode="json"),
         "feature_spec": dataclasses.asdict(feature_spec),
         "progress_queue": progress_q,
@@ -298,6 +317,8 @@ def train(spec: TrainJobSpec, reporter: Reporter, *,
     save_model_version(spec.model_uri, model, params, feature_spec, extra_manifest={
         "model_version": spec.model_version,
         "code_version": spec.code_version,
+        "warm_started_from": spec.init_model_uri if warm_ref is not None else None,
+        "cluster": spec.cluster,
         "run_name": spec.run_name,
         "train_days": [d.isoformat() for d in spec.train_days],
         "source_uri": spec.source.uri,
