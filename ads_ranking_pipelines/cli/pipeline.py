@@ -1,7 +1,12 @@
-"""``ads-ranking pipeline run``: the daily_retraining job for one partition, through Dagster."""
+"""``ads-ranking pipeline run | backfill``: the daily_retraining job for one day or a range, through Dagster.
+
+The run is recorded in the Dagster instance (``DAGSTER_HOME``) with its full event log; the
+terminal shows the story (``cli/progress.py``) unless ``--verbose``; the last line is JSON.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -57,29 +62,33 @@ def _first_failure(result: Any) -> str:
     return "the run failed"
 
 
-@app.command("run")
-def run(
-    date: Optional[str] = typer.Option(None, "--date", help="Partition day YYYY-MM-DD (default: yesterday, UTC)."),
-    source: Optional[Path] = typer.Option(None, "--source", help="Event source YAML (default: synthetic)."),
-    window_days: Optional[int] = typer.Option(None, "--window-days", help="Training window in days."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Ray Train workers."),
-    epochs: Optional[int] = typer.Option(None, "--epochs"),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size"),
-    gpu_pool: Optional[str] = typer.Option(None, "--gpu-pool"),
-    model_name: Optional[str] = typer.Option(None, "--model-name"),
-    rows_per_day: Optional[int] = typer.Option(None, "--rows-per-day", help="Synthetic source: rows per day."),
-) -> None:
-    """Run daily_retraining for one day; the last line printed is one JSON object."""
-    from ads_ranking_pipelines.defs.jobs import JOB_NAME
-    from ads_ranking_pipelines.defs.partitions import daily_partitions
+_OPTS = dict(
+    source=typer.Option(None, "--source", help="Event source YAML (default: synthetic)."),
+    window_days=typer.Option(None, "--window-days", help="Training window in days."),
+    workers=typer.Option(None, "--workers", help="Ray Train workers."),
+    epochs=typer.Option(None, "--epochs"),
+    batch_size=typer.Option(None, "--batch-size"),
+    gpu_pool=typer.Option(None, "--gpu-pool"),
+    model_name=typer.Option(None, "--model-name"),
+    rows_per_day=typer.Option(None, "--rows-per-day", help="Synthetic source: rows per day."),
+    verbose=typer.Option(False, "--verbose", "-v", help="Print the full Dagster event log."),
+)
+
+
+def _day(value: Optional[str], flag: str) -> dt.date:
+    from ads_ranking_pipelines.definitions import daily_partitions
 
     try:
-        day = dt.date.fromisoformat(date) if date else dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=1)
+        day = dt.date.fromisoformat(value) if value else dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=1)
     except ValueError:
-        fail(f"invalid --date={date!r}: expected YYYY-MM-DD", EXIT_INVALID)
+        fail(f"invalid {flag}={value!r}: expected YYYY-MM-DD", EXIT_INVALID)
     keys = daily_partitions.get_partition_keys()
     if day.isoformat() not in keys:
-        fail(f"invalid --date={day}: no such partition; valid: {keys[0]} .. {keys[-1]}", EXIT_INVALID)
+        fail(f"invalid {flag}={day}: no such partition; valid: {keys[0]} .. {keys[-1]}", EXIT_INVALID)
+    return day
+
+
+def _inputs(source, window_days, workers, epochs, batch_size, gpu_pool, model_name, rows_per_day):
     params = _params({"dataset_window_days": window_days, "num_workers": workers, "epochs": epochs,
                       "batch_size": batch_size, "gpu_pool": gpu_pool, "model_name": model_name})
     src = _source(source)
@@ -89,9 +98,46 @@ def run(
                 {**src.synthetic.model_dump(), "rows_per_day": rows_per_day})})
         except ValidationError as exc:
             fail(format_validation_error(exc, type(src.synthetic), prefix="source.synthetic."), EXIT_INVALID)
-    _sigterm_interrupts()
-    summary = run_pipeline(day, params, src, dict(os.environ))
-    typer.echo(json.dumps(summary, sort_keys=False))
+    return params, src
+
+
+@app.command("run")
+def run(
+    date: Optional[str] = typer.Option(None, "--date", help="Partition day YYYY-MM-DD (default: yesterday, UTC)."),
+    source: Optional[Path] = _OPTS["source"], window_days: Optional[int] = _OPTS["window_days"],
+    workers: Optional[int] = _OPTS["workers"], epochs: Optional[int] = _OPTS["epochs"],
+    batch_size: Optional[int] = _OPTS["batch_size"], gpu_pool: Optional[str] = _OPTS["gpu_pool"],
+    model_name: Optional[str] = _OPTS["model_name"], rows_per_day: Optional[int] = _OPTS["rows_per_day"],
+    verbose: bool = _OPTS["verbose"],
+) -> None:
+    """Run daily_retraining for one day; the last line printed is one JSON object."""
+    day = _day(date, "--date")
+    params, src = _inputs(source, window_days, workers, epochs, batch_size, gpu_pool, model_name, rows_per_day)
+    _finish(run_pipeline(day, params, src, dict(os.environ), verbose=verbose))
+
+
+@app.command("backfill")
+def backfill(
+    first: str = typer.Option(..., "--from", help="First partition day YYYY-MM-DD."),
+    last: str = typer.Option(..., "--to", help="Last partition day YYYY-MM-DD (inclusive)."),
+    warm_start: bool = typer.Option(True, "--warm-start/--cold-start",
+                                    help="Start each day's version from the previous day's."),
+    source: Optional[Path] = _OPTS["source"], window_days: Optional[int] = _OPTS["window_days"],
+    workers: Optional[int] = _OPTS["workers"], epochs: Optional[int] = _OPTS["epochs"],
+    batch_size: Optional[int] = _OPTS["batch_size"], gpu_pool: Optional[str] = _OPTS["gpu_pool"],
+    model_name: Optional[str] = _OPTS["model_name"], rows_per_day: Optional[int] = _OPTS["rows_per_day"],
+    verbose: bool = _OPTS["verbose"],
+) -> None:
+    """Run daily_retraining over a date range as ONE run on one cluster: one version per day, in date order."""
+    d1, d2 = _day(first, "--from"), _day(last, "--to")
+    if d2 < d1:
+        fail(f"invalid --to={d2}: before --from={d1}", EXIT_INVALID)
+    params, src = _inputs(source, window_days, workers, epochs, batch_size, gpu_pool, model_name, rows_per_day)
+    _finish(run_pipeline(d1, params, src, dict(os.environ), verbose=verbose, last=d2, warm_start=warm_start))
+
+
+def _finish(summary: dict[str, Any]) -> None:
+    typer.echo(json.dumps(summary, sort_keys=False, default=str))
     if summary.get("error"):
         raise typer.Exit(EXIT_RUNTIME)
 
@@ -107,47 +153,67 @@ def _sigterm_interrupts() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
-def run_config(params: TrainingParams, source: SourceConfig) -> dict[str, Any]:
-    from ads_ranking_pipelines.defs.resources import EventSourceResource
+def run_config(params: TrainingParams, source: SourceConfig, warm_start: bool | None = None,
+               evaluation: dict[str, Any] | None = None, verbose: bool = True) -> dict[str, Any]:
+    from ads_ranking_pipelines.definitions import event_source_config
+    from ads_ranking_pipelines.definitions import run_config as job_run_config
 
-    return {
-        "ops": {"trained_model": {"config": params.model_dump(mode="json")}},
-        "resources": {"event_source": {"config": EventSourceResource.from_source(source)}},
-    }
+    config = job_run_config(params, event_source_config(source), warm_start=warm_start, evaluation=evaluation)
+    if not verbose:        # the event log is still stored in full; only the console logger is quiet
+        config["loggers"] = {"console": {"config": {"log_level": "CRITICAL"}}}
+    return config
 
 
-def run_pipeline(day: dt.date, params: TrainingParams, source: SourceConfig,
-                 environ: dict[str, str]) -> dict[str, Any]:
-    """Execute the job in this process, recorded in the Dagster instance; returns the summary."""
+def _summaries(result: Any, days: list[dt.date], source: SourceConfig) -> list[dict[str, Any]]:
+    per_day: dict[str, dict[str, Any]] = {d.isoformat(): {} for d in days}
+    for node in ("trained_model", "model_evaluation", "batch_scores"):
+        for mat in result.asset_materializations_for_node(node):
+            if mat.partition in per_day:
+                per_day[mat.partition][node] = {k: v.value for k, v in mat.metadata.items()}
+    out = []
+    for day, mats in per_day.items():
+        model, ev, scores = (mats.get(n, {}) for n in ("trained_model", "model_evaluation", "batch_scores"))
+        out.append({"date": day, "model_version": model.get("model_version") or ev.get("model_version"),
+                    "auc": ev.get("auc"), "logloss": ev.get("logloss"), "baseline_auc": ev.get("baseline_auc"),
+                    "oracle_auc": ev.get("oracle_auc") if source.kind == "synthetic" else None,
+                    "promoted": ev.get("promoted"), "champion": ev.get("champion_after"),
+                    "scored_with": scores.get("model_version"), "scores_uri": scores.get("scores_uri")})
+    return out
+
+
+def run_pipeline(day: dt.date, params: TrainingParams, source: SourceConfig, environ: dict[str, str],
+                 verbose: bool = True, last: dt.date | None = None, warm_start: bool | None = None,
+                 evaluation: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Execute the job for ``day`` (or ``day..last`` in one run) in this process, recorded in the
+    Dagster instance; returns the summary (the JSON line)."""
+    import uuid
+
     import dagster as dg
 
-    from ads_ranking_pipelines.defs.jobs import JOB_NAME
-    from ads_ranking_pipelines.definitions import build_definitions
+    from ads_ranking_pipelines.cli.progress import RunNarrator
+    from ads_ranking_pipelines.definitions import JOB_NAME, build_definitions, range_tags, run_tags
 
+    _sigterm_interrupts()
     dagster_home = environ.get("DAGSTER_HOME") or os.path.abspath(".dagster_home")
     os.makedirs(dagster_home, exist_ok=True)
     os.environ["DAGSTER_HOME"] = dagster_home
-    defs = build_definitions(environ)
-    job = defs.resolve_job_def(JOB_NAME)
+    job = build_definitions(environ).resolve_job_def(JOB_NAME)
+    last = last or day
+    days = [day + dt.timedelta(days=i) for i in range((last - day).days + 1)]
+    tags = run_tags(params.model_name, params.gpu_pool)
+    if last != day:
+        tags.update(range_tags(day, last))
+    run_id = str(uuid.uuid4())
     with dg.DagsterInstance.get() as instance:
-        result = job.execute_in_process(run_config=run_config(params, source), partition_key=day.isoformat(),
-                                        instance=instance, raise_on_error=False)
-        summary: dict[str, Any] = {"date": day.isoformat(), "model_version": None, "auc": None,
-                                   "logloss": None, "baseline_auc": None, "oracle_auc": None,
-                                   "scores_uri": None, "run_id": result.run_id}
-        mats = {}
-        for node in ("trained_model", "model_evaluation", "batch_scores"):
-            for mat in result.asset_materializations_for_node(node):
-                mats[mat.asset_key.to_user_string()] = {k: v.value for k, v in mat.metadata.items()}
-        model = mats.get("trained_model", {})
-        ev = mats.get("model_evaluation", {})
-        scores = mats.get("batch_scores", {})
-        summary.update({
-            "model_version": model.get("model_version"),
-            "auc": ev.get("auc"), "logloss": ev.get("logloss"), "baseline_auc": ev.get("baseline_auc"),
-            "oracle_auc": ev.get("oracle_auc") if source.kind == "synthetic" else None,
-            "scores_uri": scores.get("scores_uri"),
-        })
+        narrator = RunNarrator(instance, run_id, typer.echo) if not verbose else contextlib.nullcontext()
+        with narrator:
+            result = job.execute_in_process(
+                run_config=run_config(params, source, warm_start, evaluation, verbose=verbose), instance=instance,
+                partition_key=day.isoformat() if last == day else None, tags=tags, run_id=run_id,
+                raise_on_error=False)
+        per_day = _summaries(result, days, source)
+        summary: dict[str, Any] = {**per_day[-1], "run_id": result.run_id} if len(days) == 1 else {
+            "from": day.isoformat(), "to": last.isoformat(), "days": per_day, "run_id": result.run_id}
         if not result.success:
             summary["error"] = _first_failure(result)
             typer.echo(f"error: {summary['error']}", err=True)
