@@ -36,6 +36,13 @@ def evaluation_table(metadata: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _error_text(error: Any) -> str:
+    """The user's exception, not Dagster's wrapper around it."""
+    while error is not None and error.cause is not None and "DagsterExecution" in (error.cls_name or ""):
+        error = error.cause
+    return f"{error.cls_name}: {error.message.strip()}" if error is not None else "unknown error"
+
+
 class RunNarrator:
     """Follows one run's records in ``instance`` and prints the story through ``echo``."""
 
@@ -79,7 +86,7 @@ class RunNarrator:
             return [f"✓ {step} ({event.event_specific_data.duration_ms / 1000:.1f} s)"]
         if kind == "STEP_FAILURE":
             err = event.event_specific_data
-            desc = (err.user_failure_data.description if err.user_failure_data else None) or (err.error.message if err.error else "")
+            desc = (err.user_failure_data.description if err.user_failure_data else None) or _error_text(err.error)
             return [f"✗ {step} failed: {' '.join(str(desc).split())[:400]}"]
         if kind == "STEP_SKIPPED":
             return [f"- {step} skipped (an upstream step failed)"]
