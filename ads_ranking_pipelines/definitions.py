@@ -19,9 +19,16 @@ from ads_ranking_pipelines.defs.partitions import daily_partitions
 from ads_ranking_pipelines.defs.resources import EventSourceResource, RayClusterResource, StorageResource
 from ads_ranking_pipelines.defs.tags import run_tags
 
-__all__ = ["JOB_NAME", "build_definitions", "daily_partitions", "event_source_config", "range_tags", "run_config", "run_tags"]
+__all__ = ["JOB_NAME", "build_definitions", "daily_partitions", "evaluation_config_fields", "event_source_config", "range_tags", "run_config", "run_tags"]
 
 event_source_config = EventSourceResource.from_source
+
+
+def evaluation_config_fields() -> dict[str, type]:
+    """The gate thresholds of ``model_evaluation`` (for the CLI's --gate)."""
+    from ads_ranking_pipelines.defs.config import EvaluationConfig
+
+    return {name: f.annotation for name, f in EvaluationConfig.model_fields.items()}
 
 
 def build_definitions(environ: Mapping[str, str]) -> dg.Definitions:

@@ -72,7 +72,30 @@ _OPTS = dict(
     model_name=typer.Option(None, "--model-name"),
     rows_per_day=typer.Option(None, "--rows-per-day", help="Synthetic source: rows per day."),
     verbose=typer.Option(False, "--verbose", "-v", help="Print the full Dagster event log."),
+    param=typer.Option(None, "--param", help="Any training field, FIELD=VALUE (repeatable), e.g. learning_rate=0.02."),
+    gate=typer.Option(None, "--gate", help="A gate threshold, FIELD=VALUE (repeatable), e.g. max_auc_drop_vs_champion=0.01."),
 )
+
+
+def _pairs(values: Optional[list[str]], flag: str, valid: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in values or []:
+        key, sep, raw = item.partition("=")
+        if not sep or key not in valid:
+            fail(f"invalid {flag} {item!r}: expected FIELD=VALUE with FIELD one of {', '.join(valid)}", EXIT_INVALID)
+        out[key] = yaml.safe_load(raw) if raw else raw
+    return out
+
+
+def _gates(values: Optional[list[str]]) -> dict[str, Any] | None:
+    from ads_ranking_pipelines.definitions import evaluation_config_fields
+
+    fields = evaluation_config_fields()
+    gates = _pairs(values, "--gate", sorted(fields))
+    for key, value in gates.items():
+        if isinstance(value, bool) != (fields[key] is bool) or not isinstance(value, (int, float)):
+            fail(f"invalid --gate {key}={value!r}: expected a {fields[key].__name__}", EXIT_INVALID)
+    return gates or None
 
 
 def _day(value: Optional[str], flag: str) -> dt.date:
@@ -88,8 +111,9 @@ def _day(value: Optional[str], flag: str) -> dt.date:
     return day
 
 
-def _inputs(source, window_days, workers, epochs, batch_size, gpu_pool, model_name, rows_per_day):
-    params = _params({"dataset_window_days": window_days, "num_workers": workers, "epochs": epochs,
+def _inputs(source, window_days, workers, epochs, batch_size, gpu_pool, model_name, rows_per_day, param=None):
+    extra = _pairs(param, "--param", sorted(TrainingParams.model_fields))
+    params = _params({**extra, "dataset_window_days": window_days, "num_workers": workers, "epochs": epochs,
                       "batch_size": batch_size, "gpu_pool": gpu_pool, "model_name": model_name})
     src = _source(source)
     if rows_per_day is not None:
@@ -108,12 +132,13 @@ def run(
     workers: Optional[int] = _OPTS["workers"], epochs: Optional[int] = _OPTS["epochs"],
     batch_size: Optional[int] = _OPTS["batch_size"], gpu_pool: Optional[str] = _OPTS["gpu_pool"],
     model_name: Optional[str] = _OPTS["model_name"], rows_per_day: Optional[int] = _OPTS["rows_per_day"],
-    verbose: bool = _OPTS["verbose"],
+    verbose: bool = _OPTS["verbose"], param: Optional[list[str]] = _OPTS["param"],
+    gate: Optional[list[str]] = _OPTS["gate"],
 ) -> None:
     """Run daily_retraining for one day; the last line printed is one JSON object."""
     day = _day(date, "--date")
-    params, src = _inputs(source, window_days, workers, epochs, batch_size, gpu_pool, model_name, rows_per_day)
-    _finish(run_pipeline(day, params, src, dict(os.environ), verbose=verbose))
+    params, src = _inputs(source, window_days, workers, epochs, batch_size, gpu_pool, model_name, rows_per_day, param)
+    _finish(run_pipeline(day, params, src, dict(os.environ), verbose=verbose, evaluation=_gates(gate)))
 
 
 @app.command("backfill")
@@ -126,14 +151,16 @@ def backfill(
     workers: Optional[int] = _OPTS["workers"], epochs: Optional[int] = _OPTS["epochs"],
     batch_size: Optional[int] = _OPTS["batch_size"], gpu_pool: Optional[str] = _OPTS["gpu_pool"],
     model_name: Optional[str] = _OPTS["model_name"], rows_per_day: Optional[int] = _OPTS["rows_per_day"],
-    verbose: bool = _OPTS["verbose"],
+    verbose: bool = _OPTS["verbose"], param: Optional[list[str]] = _OPTS["param"],
+    gate: Optional[list[str]] = _OPTS["gate"],
 ) -> None:
     """Run daily_retraining over a date range as ONE run on one cluster: one version per day, in date order."""
     d1, d2 = _day(first, "--from"), _day(last, "--to")
     if d2 < d1:
         fail(f"invalid --to={d2}: before --from={d1}", EXIT_INVALID)
-    params, src = _inputs(source, window_days, workers, epochs, batch_size, gpu_pool, model_name, rows_per_day)
-    _finish(run_pipeline(d1, params, src, dict(os.environ), verbose=verbose, last=d2, warm_start=warm_start))
+    params, src = _inputs(source, window_days, workers, epochs, batch_size, gpu_pool, model_name, rows_per_day, param)
+    _finish(run_pipeline(d1, params, src, dict(os.environ), verbose=verbose, last=d2, warm_start=warm_start,
+                         evaluation=_gates(gate)))
 
 
 def _finish(summary: dict[str, Any]) -> None:
