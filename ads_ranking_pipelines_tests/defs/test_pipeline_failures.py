@@ -93,7 +93,10 @@ def test_parquet_source_with_other_columns_trains_real_criteo_data(ads_home, env
     params = SMALL.model_copy(update={"dataset_window_days": 3, "num_workers": 2, "epochs": 2})
     job = build_definitions(environ).resolve_job_def("daily_retraining")
     with dg.DagsterInstance.get() as instance:
-        result = job.execute_in_process(run_config=run_config(params, source), partition_key=DAY.isoformat(),
+        # gates are blocking: tolerances for tiny data, this test is about the parquet path
+        loose = {"max_auc_gap_vs_baseline": 0.5, "min_calibration": 0.2, "max_calibration": 5.0}
+        result = job.execute_in_process(run_config=run_config(params, source, evaluation=loose),
+                                        partition_key=DAY.isoformat(),
                                         instance=instance, raise_on_error=False)
     assert result.success, [e.message for e in result.all_events if e.is_failure]
     ev = {k: v.value for m in result.asset_materializations_for_node("model_evaluation") for k, v in m.metadata.items()}

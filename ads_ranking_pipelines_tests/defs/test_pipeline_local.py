@@ -34,7 +34,10 @@ def test_daily_pipeline_end_to_end(ads_home, environ):
     defs = build_definitions(environ)
     job = defs.resolve_job_def("daily_retraining")
     with dg.DagsterInstance.get() as instance:
-        result = job.execute_in_process(run_config=run_config(TINY, TINY_SOURCE), partition_key=DAY.isoformat(),
+        # gates are blocking: tolerances for tiny data (the gates have their own tests)
+        loose = {"max_auc_gap_vs_baseline": 0.5, "min_calibration": 0.2, "max_calibration": 5.0}
+        result = job.execute_in_process(run_config=run_config(TINY, TINY_SOURCE, evaluation=loose),
+                                        partition_key=DAY.isoformat(),
                                         instance=instance, raise_on_error=False)
         assert result.success, [e.message for e in result.all_events if e.is_failure]
         messages = _messages(instance, result.run_id)
@@ -61,7 +64,7 @@ def test_daily_pipeline_end_to_end(ads_home, environ):
     checks = {e.asset_check_evaluation_data.check_name: e.asset_check_evaluation_data.passed
               for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"}
     assert set(checks) == {"not_worse_than_xgboost_baseline", "not_worse_than_champion", "calibrated"}
-    assert ev["promoted"] == all(checks.values())
+    assert all(checks.values()) and ev["promoted"] is True          # day 1: no champion, loose gates
 
     # batch scores: versioned parquet with one score per impression of the day
     scores = mats["batch_scores"]
