@@ -126,6 +126,17 @@ def trained_model(context: dg.AssetExecutionContext, config: TrainingConfig, sto
     return dg.MaterializeResult(metadata={"model_versions": ", ".join(trained.values()), "days": len(days)})
 
 
+def cluster_record(ray_cluster: RayClusterResource, request: Any) -> dict[str, Any]:
+    """What a model version records about its cluster: the request, and on KubeRay the rendered RayCluster."""
+    record: dict[str, Any] = {"request": request.model_dump(mode="json"), "backend": ray_cluster.backend}
+    if ray_cluster.backend == "kuberay":
+        from ads_ranking_pipelines.config.validation import resolve_request
+        from ads_ranking_pipelines.kuberay.raycluster import build_raycluster
+
+        record["manifest"] = build_raycluster(resolve_request(request, ray_cluster.catalog()))
+    return record
+
+
 def _train_day(context: dg.AssetExecutionContext, ray_cluster: RayClusterResource, registry: ModelRegistry,
                params: TrainingParams, source: Any, request: Any, day: dt.date, init: str | None) -> str:
     version = _run_version(day, context.run.run_id)
@@ -135,7 +146,7 @@ def _train_day(context: dg.AssetExecutionContext, ray_cluster: RayClusterResourc
                         model_uri=registry.version_uri(version), ray_storage_uri=layout.ray_storage(),
                         run_name=f"{params.model_name}-{version}", code_version=code_version(os.environ),
                         init_model_uri=registry.version_uri(init) if init else None,
-                        cluster=request.model_dump(mode="json"))
+                        cluster=cluster_record(ray_cluster, request))
     context.log.info(f"training {version} on {train_days[0]}..{train_days[-1]}"
                      + (f", warm start from {init}" if init else ""))
     session = _session(context, ray_cluster, request)

@@ -86,7 +86,7 @@ def test_backfill_then_a_bad_day_then_rollback(env, tmp_path):
     manifests = [registry.manifest(v) for v in versions]
     assert [m.get("warm_started_from") for m in manifests] == [
         None, registry.version_uri(versions[0]), registry.version_uri(versions[1])]
-    assert manifests[0]["train_days"] == ["2026-03-08", "2026-03-09"] and manifests[0]["cluster"]["gpu_pool"] == "local"
+    assert manifests[0]["train_days"] == ["2026-03-08", "2026-03-09"] and manifests[0]["cluster"]["request"]["gpu_pool"] == "local"
     assert all(m.get("code_version") for m in manifests)
     assert evaluated[str(DAYS[0])]["promoted"] is True                     # day 1: no champion yet
     for day in DAYS:                                                      # per-day plots: numbers per partition
