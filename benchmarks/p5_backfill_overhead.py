@@ -31,6 +31,10 @@ from benchmarks._common import bench_main, fast, loadavg, log
 FIRST = dt.date(2026, 3, 10)
 IN_JOB = {"trained_model": "wall_seconds", "model_evaluation": "eval_seconds", "batch_scores": "seconds"}
 GOAL_S_PER_DAY = 3.0
+# P5 measures orchestration, not model quality: tolerances wide enough that tiny data passes the
+# gates (a failed gate fails the run, which would end the measurement)
+LOOSE_GATES = {"max_auc_gap_vs_baseline": 0.5, "max_auc_drop_vs_champion": 0.5, "min_calibration": 0.1,
+               "max_calibration": 10.0}
 
 
 def _params_and_source():
@@ -68,7 +72,7 @@ def _timed(day: dt.date, params, source, environ: dict[str, str], last: dt.date 
     from ads_ranking_pipelines.cli.pipeline import run_pipeline
 
     t0 = time.perf_counter()
-    summary = run_pipeline(day, params, source, environ, verbose=False, last=last)
+    summary = run_pipeline(day, params, source, environ, verbose=False, last=last, evaluation=LOOSE_GATES)
     total = time.perf_counter() - t0
     if summary.get("error"):
         raise RuntimeError(f"the run for {day}..{last or day} failed: {summary['error']}")
@@ -124,7 +128,7 @@ def body(tmp: str) -> dict[str, Any]:
         "backfill": {**backfill, "in_job_by_day": backfill_run["in_job_by_day"]},
         "singles": {**singles, "per_run": [{k: r[k] for k in ("total_s", "in_job_s", "clusters")} for r in singles_runs]},
         "config": {"days": n, "params": params.model_dump(mode="json"), "rows_per_day": source.synthetic.rows_per_day,
-                   "fast": fast()},
+                   "gates": LOOSE_GATES, "fast": fast()},
         "loadavg_before": load_before, "loadavg_after": loadavg(),
     }
 
