@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable
 
-EPOCH_LINE = "  {partition} epoch {epoch}/{epochs}: loss {loss:.4f}, {samples_per_s:,.0f} samples/s"
+EPOCH_LINE = "  {partition}epoch {epoch}/{epochs}: loss {loss:.4f}, {samples_per_s:,.0f} samples/s"
 TABLE_ROWS = (("model", ""), ("xgboost baseline", "baseline_"), ("champion", "champion_"), ("oracle", "oracle_"))
 SAY_INFO = ("promoted ", "provisioning Ray cluster", "training ")
 
@@ -40,7 +40,10 @@ def _error_text(error: Any) -> str:
     """The user's exception, not Dagster's wrapper around it."""
     while error is not None and error.cause is not None and "DagsterExecution" in (error.cls_name or ""):
         error = error.cause
-    return f"{error.cls_name}: {error.message.strip()}" if error is not None else "unknown error"
+    if error is None:
+        return "unknown error"
+    message = error.message.strip()
+    return message if error.cls_name in message else f"{error.cls_name}: {message}"
 
 
 class RunNarrator:
@@ -97,14 +100,14 @@ class RunNarrator:
             return evaluation_table(mat.metadata) if "eval_day" in mat.metadata else []
         if kind == "ASSET_CHECK_EVALUATION":
             ev = event.event_specific_data
-            return [f"  gate {ev.check_name}: {'PASSED' if ev.passed else 'FAILED'} — {ev.description or ''}"[:600]]
+            return [f"  gate {ev.check_name}: {'passed' if ev.passed else 'FAILED'} — {ev.description or ''}"[:600]]
         return []
 
     def _observation(self, obs: Any) -> list[str]:
         md = {k: getattr(v, "value", v) for k, v in obs.metadata.items()}
         if md.get("kind") != "epoch" or "loss" not in md:
             return []
-        return [EPOCH_LINE.format(partition=obs.partition or "", epoch=md.get("epoch"), epochs=md.get("epochs", "?"),
+        return [EPOCH_LINE.format(partition=f"{obs.partition} " if obs.partition else "", epoch=md.get("epoch"), epochs=md.get("epochs", "?"),
                                   loss=float(md["loss"]), samples_per_s=float(md.get("samples_per_s", 0.0)))]
 
     def _user_lines(self, entry: Any) -> list[str]:
