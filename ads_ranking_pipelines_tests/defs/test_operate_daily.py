@@ -36,7 +36,7 @@ TINY = ["--window-days", "2", "--workers", "2", "--epochs", "2", "--batch-size",
         "--param", "over_arch=[16]", "--param", "learning_rate=0.05"]
 # tolerances for tiny data: the champion gate is what this test is about
 LOOSE = ["--gate", "max_auc_gap_vs_baseline=0.5", "--gate", "min_calibration=0.2", "--gate", "max_calibration=5.0",
-         "--gate", "max_auc_drop_vs_champion=0.05"]
+         "--gate", "max_auc_drop_vs_champion=0.1"]
 UNTRAINED = ["--param", "learning_rate=0.000001", "--param", "embedding_learning_rate=0.000001", "--epochs", "1",
              "--gate", "max_auc_drop_vs_champion=0.0"]
 
