@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any, Optional
@@ -221,6 +222,8 @@ def run_pipeline(day: dt.date, params: TrainingParams, source: SourceConfig, env
     from ads_ranking_pipelines.definitions import JOB_NAME, build_definitions, range_tags, run_tags
 
     _sigterm_interrupts()
+    if not verbose:     # Ray's job client logs every closed log stream at INFO
+        logging.getLogger("ray.dashboard.modules.job.sdk").setLevel(logging.WARNING)
     dagster_home = environ.get("DAGSTER_HOME") or os.path.abspath(".dagster_home")
     os.makedirs(dagster_home, exist_ok=True)
     os.environ["DAGSTER_HOME"] = dagster_home
