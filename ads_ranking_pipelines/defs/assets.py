@@ -109,10 +109,10 @@ def trained_model(context: dg.AssetExecutionContext, config: TrainingConfig, sto
                   event_source: EventSourceResource, ray_cluster: RayClusterResource) -> dg.MaterializeResult:
     days = partition_days(context)
     params = config.to_params()
-    mismatch = tags_mismatch(dict(context.run.tags), params.model_name, params.gpu_pool)
-    if mismatch:
-        raise dg.Failure(description=mismatch, allow_retries=False)
     request = ray_cluster.cluster_request(params, context.run.run_id)          # bad pool/size: fails here
+    mismatch = tags_mismatch(dict(context.run.tags), params.model_name, params.gpu_pool)
+    if mismatch:                                                             # queued under the wrong pool
+        raise dg.Failure(description=mismatch, allow_retries=False)
     params = params.with_cluster_cpus(request.cpus_per_worker)               # unset: the pool's share
     source = event_source.source_config(storage.home)
     for day in days:                                                         # every missing day named, before any cluster
