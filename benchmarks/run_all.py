@@ -378,12 +378,6 @@ def main(argv: list[str] | None = None) -> int:
             tail = log_path.read_text(errors="replace").splitlines()[-25:]
             _say(f"{name} failed: {record.get('error')}; last lines of {log_path}:\n  " + "\n  ".join(tail))
     _say(f"all done in {time.perf_counter() - t0:.0f}s")
-    if p5 and p5.get("ratio") is not None:
-        b, s1 = p5.get("backfill", {}), p5.get("singles", {})
-        out.append(f"P5: a {p5['config']['days']}-day backfill in one run spent {p5['backfill_overhead_per_day_s']} s per day "
-                   f"beyond in-job compute ({b.get('clusters')} cluster start(s)); {s1.get('runs')} single-day runs spent "
-                   f"{p5['singles_overhead_per_day_s']} s per day ({s1.get('clusters')} cluster starts): ratio {p5['ratio']:.2f}; "
-                   f"goal <= {p5['goal_s_per_day']} s per day {'met' if p5.get('goal_met') else 'not met'}.")
     failed = [n for n, r in records.items() if r.get("ratio") is None]
     if args.logs or failed:
         _say(f"logs kept in {log_dir}")
