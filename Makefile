@@ -8,7 +8,13 @@ STAMP  := $(VENV)/.installed
 export ADS_RANKING_HOME ?= $(CURDIR)/.ads_ranking
 export DAGSTER_HOME     ?= $(CURDIR)/.dagster_home
 
-.PHONY: venv run test ui bench clean image push
+.PHONY: venv run test ui bench clean image push instance
+
+# The Dagster instance: run queue with per-GPU-pool limits from the pool catalog, run monitoring,
+# telemetry off (ads_ranking_pipelines/config/dagster_instance.py; dagster.yaml in the repo is the
+# same for the shipped catalog).
+instance: venv
+	$(VENV)/bin/ads-ranking instance dagster-yaml --out $(DAGSTER_HOME)/dagster.yaml
 
 venv: $(STAMP)
 
@@ -19,16 +25,14 @@ $(STAMP): pyproject.toml constraints.txt scripts/install.sh
 	bash scripts/install.sh --variant cpu --editable --extras dev -- $(PIP)
 	touch $(STAMP)
 
-run: venv
-	mkdir -p $(DAGSTER_HOME)
+run: instance
 	$(VENV)/bin/ads-ranking pipeline run $(ARGS)
 
 test: venv
 	mkdir -p $(DAGSTER_HOME)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-ui: venv
-	mkdir -p $(DAGSTER_HOME)
+ui: instance
 	$(VENV)/bin/dagster dev -h 127.0.0.1 -p 3000 -w workspace.yaml
 
 bench: venv

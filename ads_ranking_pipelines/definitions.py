@@ -1,4 +1,8 @@
-"""The Dagster code location. Environment variables are read here, when resources are built."""
+"""The code location. Environment variables are read here, when resources are built.
+
+The CLI reaches the jobs through this module (never ``defs`` directly): ``JOB_NAME``,
+``run_config`` and ``range_tags`` are re-exported for it.
+"""
 
 from __future__ import annotations
 
@@ -9,17 +13,33 @@ import dagster as dg
 
 from ads_ranking_pipelines.config.settings import Settings
 from ads_ranking_pipelines.defs.assets import batch_scores, impressions, model_evaluation, trained_model
-from ads_ranking_pipelines.defs.gc_sensor import make_gc_sensor
-from ads_ranking_pipelines.defs.jobs import daily_retraining, daily_retraining_schedule
+from ads_ranking_pipelines.defs.champion_jobs import promote_model, rollback_model
+from ads_ranking_pipelines.defs.gc_sensor import dagster_run_status, make_gc_sensor
 from ads_ranking_pipelines.defs.ray_resources import ray_resource
 from ads_ranking_pipelines.defs.resources import EventSourceResource, StorageResource
+from ads_ranking_pipelines.defs.jobs import JOB_NAME, daily_retraining, daily_retraining_schedule, range_tags, run_config
+from ads_ranking_pipelines.defs.partitions import daily_partitions
+from ads_ranking_pipelines.defs.tags import run_tags
+
+__all__ = ["JOB_NAME", "build_definitions", "dagster_run_status", "daily_partitions",
+           "evaluation_config_fields", "event_source_config", "range_tags", "ray_resource",
+           "run_config", "run_tags"]
+
+event_source_config = EventSourceResource.from_source
+
+
+def evaluation_config_fields() -> dict[str, type]:
+    """The gate thresholds of ``model_evaluation`` (for the CLI's --gate)."""
+    from ads_ranking_pipelines.defs.config import EvaluationConfig
+
+    return {name: f.annotation for name, f in EvaluationConfig.model_fields.items()}
 
 
 def build_definitions(environ: Mapping[str, str]) -> dg.Definitions:
     settings = Settings.from_environ(environ)
     return dg.Definitions(
         assets=[impressions, trained_model, model_evaluation, batch_scores],
-        jobs=[daily_retraining],
+        jobs=[daily_retraining, promote_model, rollback_model],
         schedules=[daily_retraining_schedule],
         sensors=[make_gc_sensor(settings)],
         resources={

@@ -37,7 +37,7 @@ def params_summary(p) -> dict[str, Any]:
 
 def run_ours(tmp: str, source, days: list[dt.date], p, tag: str) -> dict[str, Any]:
     """``trainer.train`` on the already-initialised local Ray; the trainer's own epoch figures."""
-    from ads_ranking_pipelines.training.spec import TrainJobSpec
+    from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
     from ads_ranking_pipelines.training.trainer import train
 
     spec = TrainJobSpec(params=p, source=source, train_days=tuple(days), model_version=tag,

@@ -91,7 +91,7 @@ def _bare(source, model_uri: str, out_dir: str, threads: int) -> dict[str, Any]:
 
 def body(tmp: str) -> dict[str, Any]:
     from ads_ranking_pipelines.training.inference import score_day
-    from ads_ranking_pipelines.training.spec import InferenceJobSpec
+    from ads_ranking_pipelines.contracts.jobs import InferenceJobSpec
 
     rows_per_day = 20_000 if fast() else 500_000
     source = synthetic_source(os.path.join(tmp, "events"), [DAY], rows_per_day)

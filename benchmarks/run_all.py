@@ -1,4 +1,4 @@
-"""``make bench``: run the benchmarks P1..P4, each in its own process, and print one JSON line each.
+"""``make bench``: run the benchmarks P1..P5, each in its own process, and print one JSON line each.
 
     python -m benchmarks.run_all                       # all four, JSON lines on stdout
     python -m benchmarks.run_all --only P1,P3          # a subset
@@ -22,6 +22,7 @@ and the raw figures beside it; a benchmark that fails or times out gives ``"rati
                                              regression (and the correctly specified model)
                                              per dataset, AUC/logloss with 95% intervals,
                                              from `ads-ranking pipeline run --source ...`
+    P5  benchmarks/p5_backfill_overhead.py   overhead per day: a 7-day backfill (one run) / 7 single-day runs
 
 Each benchmark runs as ``python -m benchmarks.<module>`` (``sys.executable``) in a new process
 session with its own temp dir under /tmp (Ray's temp dir, HOME, TMPDIR, ADS_RANKING_HOME and
@@ -56,13 +57,15 @@ REPO = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
 # name -> (module, timeout seconds). Typical times on a quiet 2-core machine: P1 ~2 min,
-# P2 ~2.5 min, P3 ~1 min, P4 ~3.5 min, Q1 ~10 min; the timeouts leave room for a loaded one.
+# P2 ~2.5 min, P3 ~1 min, P4 ~3.5 min, P5 (8 runs) ~15 min, Q1 ~10 min; the timeouts leave room
+# for a loaded one.
 BENCHES: dict[str, tuple[str, int]] = {
     "P1": ("p1_train_vs_bare", 420),
     "P2": ("p2_worker_scaling", 480),
     "P3": ("p3_inference_vs_bare", 300),
     "P4": ("p4_pipeline_overhead", 720),
     "Q1": ("q1_quality", 1800),
+    "P5": ("p5_backfill_overhead", 2400),
 }
 TERM_GRACE_S = 40
 
@@ -185,8 +188,8 @@ includes is in the docstring of its module (`benchmarks/p*.py`). Benchmarks are 
 figure here is asserted anywhere. The summary table is rebuilt from the run sections below on
 every `--record`.
 
-| run (UTC) | machine | P1 train ours/bare | P2 train 2w/1w | P3 infer ours/bare | P4 overhead/total | Q1 min AUC lift vs XGBoost | note |
-|---|---|---|---|---|---|---|---|
+| run (UTC) | machine | P1 train ours/bare | P2 train 2w/1w | P3 infer ours/bare | P4 overhead/total | P5 backfill/singles overhead per day | Q1 min AUC lift vs XGBoost | note |
+|---|---|---|---|---|---|---|---|---|
 """
 RUN_RE = re.compile(r"^## Run (?P<date>.+?)\n(?P<body>.*?)(?=^## Run |\Z)", re.S | re.M)
 META_RE = re.compile(r"<!-- run-meta (?P<json>\{.*?\}) -->")
@@ -210,6 +213,8 @@ def _fmt_ratio(rec: dict[str, Any] | None) -> str:
         extra = f" ({rec.get('overhead_s')} of {rec.get('total_s')} s)"
     elif rec.get("bench") == "Q1":
         return f"{r:+.4f} AUC ({', '.join(rec.get('results', {}))})"
+    elif rec.get("bench") == "P5":
+        extra = f" ({rec.get('backfill_overhead_per_day_s')} vs {rec.get('singles_overhead_per_day_s')} s/day)"
     return f"{r:.3g}{extra}"
 
 
@@ -222,7 +227,7 @@ def _k(x: Any) -> str:
 def interpret(records: dict[str, dict[str, Any]]) -> list[str]:
     """A few plain sentences about a run's figures (generated; read the numbers too)."""
     out: list[str] = []
-    p1, p2, p3, p4 = (records.get(n) for n in ("P1", "P2", "P3", "P4"))
+    p1, p2, p3, p4, p5 = (records.get(n) for n in ("P1", "P2", "P3", "P4", "P5"))
     if p1 and p1.get("ratio") is not None:
         r = p1["ratio"]
         out.append(
@@ -270,6 +275,12 @@ def interpret(records: dict[str, dict[str, Any]]) -> list[str]:
                        f"{verdict} on {int(r.get('rows') or 0)} held-out rows"
                        + (f"; correctly specified model {r['specified_auc']:.4f}, oracle {r['oracle_auc']:.4f}"
                           if r.get("specified_auc") is not None else "") + ".")
+    if p5 and p5.get("ratio") is not None:
+        b, s1 = p5.get("backfill", {}), p5.get("singles", {})
+        out.append(f"P5: a {p5['config']['days']}-day backfill in one run spent {p5['backfill_overhead_per_day_s']} s per day "
+                   f"beyond in-job compute ({b.get('clusters')} cluster start(s)); {s1.get('runs')} single-day runs spent "
+                   f"{p5['singles_overhead_per_day_s']} s per day ({s1.get('clusters')} cluster starts): ratio {p5['ratio']:.2f}; "
+                   f"goal <= {p5['goal_s_per_day']} s per day {'met' if p5.get('goal_met') else 'not met'}.")
     failed = [n for n, r in records.items() if r.get("ratio") is None]
     if failed:
         out.append("Failed: " + "; ".join(f"{n}: {_one_line(records[n].get('error'))}" for n in failed) + ".")
@@ -335,7 +346,7 @@ def record_results(records: dict[str, dict[str, Any]], note: str, fast: bool) ->
             load = mm.get("max_load_1min", "?")
             rows.append(f"| {mm.get('date')} | {mach.get('nproc')} CPU, {mach.get('ram_gib')} GiB, "
                         f"max 1-min load {load} | "
-                        + " | ".join(s.get(n, "-") for n in ("P1", "P2", "P3", "P4", "Q1"))
+                        + " | ".join(s.get(n, "-") for n in ("P1", "P2", "P3", "P4", "P5", "Q1"))
                         + f" | {_short(mm.get('note') or '') + (' (fast)' if mm.get('fast') else '')} |")
     RESULTS.write_text(HEADER + "\n".join(rows) + "\n\n" + "".join(sections).rstrip() + "\n")
     _say(f"recorded in {RESULTS}")

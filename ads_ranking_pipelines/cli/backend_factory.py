@@ -27,6 +27,13 @@ from ads_ranking_pipelines.cli.common import EXIT_INVALID, EXIT_RUNTIME, fail
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.pools import CatalogError, PoolCatalog, load_catalog
 from ads_ranking_pipelines.config.images import image_problems
+from ads_ranking_pipelines.config.messages import (  # noqa: F401 - the CLI's wording, shared
+    FIELD_OPTIONS,
+    dns_name,
+    option_for,
+    request_error,
+    validation_error,
+)
 from ads_ranking_pipelines.config.settings import Settings, SettingsError
 from ads_ranking_pipelines.config.validation import (
     RequestError,
@@ -42,15 +49,6 @@ if TYPE_CHECKING:
 
 BACKENDS = ("local", "kuberay")
 
-# ClusterRequest field -> the option that sets it, for error messages.
-FIELD_OPTIONS = {
-    "name": "--name", "owner": "--owner", "gpu_pool": "--gpu-pool", "workers": "--workers",
-    "gpus_per_worker": "--gpus-per-worker", "cpus_per_worker": "--cpus-per-worker",
-    "memory_per_worker": "--memory", "head_cpus": "--head-cpus", "head_memory": "--head-memory",
-    "image": "--image", "namespace": "--namespace", "labels": "--label",
-    "autoscaling": "--autoscaling", "entrypoint": "--entrypoint",
-    "submission_id": "--submission-id", "working_dir": "--working-dir",
-}
 
 
 @dataclass
@@ -101,44 +99,6 @@ def backend_choice(env: CliEnv, backend: str | None) -> str:
 
 
 # ---- requests ---------------------------------------------------------------------------------
-def option_for(field_name: str) -> str:
-    head = field_name.split(".")[0].split("[")[0]
-    option = FIELD_OPTIONS.get(head)
-    return f"{option} ({field_name})" if option else field_name
-
-
-def request_error(exc: RequestError) -> str:
-    if isinstance(exc, RequestErrors):
-        return exc.describe(request_error)
-    valid = ", ".join(map(str, exc.valid)) if isinstance(exc.valid, (list, tuple)) else exc.valid
-    reason = f": {exc.reason}" if exc.reason else ""
-    return f"invalid {option_for(exc.field)} = {exc.value!r}{reason}; valid: {valid}"
-
-
-_BOUNDS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<", "max_length": "length <=",
-           "min_length": "length >="}
-
-
-def validation_error(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err.get("loc", ())) or "request"
-        value = err.get("input")
-        msg = err.get("msg", "invalid")
-        limits = err.get("ctx") or {}
-        valid = ", ".join(f"{_BOUNDS[k]} {v}" for k, v in limits.items() if k in _BOUNDS)
-        parts.append(f"invalid {option_for(loc)} = {value!r}: {msg}"
-                     + (f"; valid: {valid}" if valid else ""))
-    return "; ".join(parts)
-
-
-def dns_name(text: str, limit: int = 47) -> str:
-    name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
-    if not name or not name[0].isalpha():
-        name = "ray-" + name
-    return name[:limit].rstrip("-")
-
-
 def parse_labels(values: list[str] | None) -> dict[str, str]:
     labels = {}
     for item in values or []:

@@ -35,7 +35,7 @@ def _run_status(environ: dict[str, str]) -> tuple[Any, Any]:
         return _no_instance, None
     import dagster as dg
 
-    from ads_ranking_pipelines.defs.gc_sensor import dagster_run_status
+    from ads_ranking_pipelines.definitions import dagster_run_status
 
     instance = dg.DagsterInstance.from_config(home)
     return dagster_run_status(instance), instance

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import typer
 
-from ads_ranking_pipelines.cli import cluster, events, job, pipeline, pools, xray
+from ads_ranking_pipelines.cli import cluster, events, instance, job, model, pipeline, pools, xray
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Daily ads-ranking retraining on Ray, orchestrated by Dagster.")
 app.add_typer(pipeline.app, name="pipeline")
 app.add_typer(pools.app, name="pools")
+app.add_typer(model.app, name="model")
+app.add_typer(instance.app, name="instance")
 app.add_typer(cluster.app, name="cluster")
 app.add_typer(job.app, name="job")
 app.add_typer(events.app, name="events")

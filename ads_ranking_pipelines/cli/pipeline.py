@@ -1,9 +1,15 @@
-"""``ads-ranking pipeline run``: the daily_retraining job for one partition, through Dagster."""
+"""``ads-ranking pipeline run | backfill``: the daily_retraining job for one day or a range, through Dagster.
+
+The run is recorded in the Dagster instance (``DAGSTER_HOME``) with its full event log; the
+terminal shows the story (``cli/progress.py``) unless ``--verbose``; the last line is JSON.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any, Optional
@@ -72,30 +78,58 @@ def _first_failure(result: Any) -> str:
     return "the run failed"
 
 
-@app.command("run")
-def run(
-    date: Optional[str] = typer.Option(None, "--date", help="Partition day YYYY-MM-DD (default: yesterday, UTC)."),
-    source: Optional[Path] = typer.Option(None, "--source", help="Event source YAML (default: synthetic)."),
-    window_days: Optional[int] = typer.Option(None, "--window-days", help="Training window in days."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Ray Train workers."),
-    epochs: Optional[int] = typer.Option(None, "--epochs"),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size"),
-    gpu_pool: Optional[str] = typer.Option(None, "--gpu-pool"),
-    model_name: Optional[str] = typer.Option(None, "--model-name"),
-    rows_per_day: Optional[int] = typer.Option(None, "--rows-per-day", help="Synthetic source: rows per day."),
-) -> None:
-    """Run daily_retraining for one day; the last line printed is one JSON object."""
-    from ads_ranking_pipelines.defs.jobs import JOB_NAME
-    from ads_ranking_pipelines.defs.partitions import daily_partitions
+_OPTS = dict(
+    source=typer.Option(None, "--source", help="Event source YAML (default: synthetic)."),
+    window_days=typer.Option(None, "--window-days", help="Training window in days."),
+    workers=typer.Option(None, "--workers", help="Ray Train workers."),
+    epochs=typer.Option(None, "--epochs"),
+    batch_size=typer.Option(None, "--batch-size"),
+    gpu_pool=typer.Option(None, "--gpu-pool"),
+    model_name=typer.Option(None, "--model-name"),
+    rows_per_day=typer.Option(None, "--rows-per-day", help="Synthetic source: rows per day."),
+    verbose=typer.Option(False, "--verbose", "-v", help="Print the full Dagster event log."),
+    param=typer.Option(None, "--param", help="Any training field, FIELD=VALUE (repeatable), e.g. learning_rate=0.02."),
+    gate=typer.Option(None, "--gate", help="A gate threshold, FIELD=VALUE (repeatable), e.g. max_auc_drop_vs_champion=0.01."),
+)
+
+
+def _pairs(values: Optional[list[str]], flag: str, valid: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in values or []:
+        key, sep, raw = item.partition("=")
+        if not sep or key not in valid:
+            fail(f"invalid {flag} {item!r}: expected FIELD=VALUE with FIELD one of {', '.join(valid)}", EXIT_INVALID)
+        out[key] = yaml.safe_load(raw) if raw else raw
+    return out
+
+
+def _gates(values: Optional[list[str]]) -> dict[str, Any] | None:
+    from ads_ranking_pipelines.definitions import evaluation_config_fields
+
+    fields = evaluation_config_fields()
+    gates = _pairs(values, "--gate", sorted(fields))
+    for key, value in gates.items():
+        if isinstance(value, bool) != (fields[key] is bool) or not isinstance(value, (int, float)):
+            fail(f"invalid --gate {key}={value!r}: expected a {fields[key].__name__}", EXIT_INVALID)
+    return gates or None
+
+
+def _day(value: Optional[str], flag: str) -> dt.date:
+    from ads_ranking_pipelines.definitions import daily_partitions
 
     try:
-        day = dt.date.fromisoformat(date) if date else dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=1)
+        day = dt.date.fromisoformat(value) if value else dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=1)
     except ValueError:
-        fail(f"invalid --date={date!r}: expected YYYY-MM-DD", EXIT_INVALID)
+        fail(f"invalid {flag}={value!r}: expected YYYY-MM-DD", EXIT_INVALID)
     keys = daily_partitions.get_partition_keys()
     if day.isoformat() not in keys:
-        fail(f"invalid --date={day}: no such partition; valid: {keys[0]} .. {keys[-1]}", EXIT_INVALID)
-    params = _params({"dataset_window_days": window_days, "num_workers": workers, "epochs": epochs,
+        fail(f"invalid {flag}={day}: no such partition; valid: {keys[0]} .. {keys[-1]}", EXIT_INVALID)
+    return day
+
+
+def _inputs(source, window_days, workers, epochs, batch_size, gpu_pool, model_name, rows_per_day, param=None):
+    extra = _pairs(param, "--param", sorted(TrainingParams.model_fields))
+    params = _params({**extra, "dataset_window_days": window_days, "num_workers": workers, "epochs": epochs,
                       "batch_size": batch_size, "gpu_pool": gpu_pool, "model_name": model_name})
     src = load_source(source)
     if rows_per_day is not None:
@@ -105,9 +139,49 @@ def run(
         except ValidationError as exc:
             fail(format_validation_error(exc, type(src.synthetic), prefix="source.synthetic."), EXIT_INVALID)
     check_run(params, os.environ)
-    _sigterm_interrupts()
-    summary = run_pipeline(day, params, src, dict(os.environ))
-    typer.echo(json.dumps(summary, sort_keys=False))
+    return params, src
+
+
+@app.command("run")
+def run(
+    date: Optional[str] = typer.Option(None, "--date", help="Partition day YYYY-MM-DD (default: yesterday, UTC)."),
+    source: Optional[Path] = _OPTS["source"], window_days: Optional[int] = _OPTS["window_days"],
+    workers: Optional[int] = _OPTS["workers"], epochs: Optional[int] = _OPTS["epochs"],
+    batch_size: Optional[int] = _OPTS["batch_size"], gpu_pool: Optional[str] = _OPTS["gpu_pool"],
+    model_name: Optional[str] = _OPTS["model_name"], rows_per_day: Optional[int] = _OPTS["rows_per_day"],
+    verbose: bool = _OPTS["verbose"], param: Optional[list[str]] = _OPTS["param"],
+    gate: Optional[list[str]] = _OPTS["gate"],
+) -> None:
+    """Run daily_retraining for one day; the last line printed is one JSON object."""
+    day = _day(date, "--date")
+    params, src = _inputs(source, window_days, workers, epochs, batch_size, gpu_pool, model_name, rows_per_day, param)
+    _finish(run_pipeline(day, params, src, dict(os.environ), verbose=verbose, evaluation=_gates(gate)))
+
+
+@app.command("backfill")
+def backfill(
+    first: str = typer.Option(..., "--from", help="First partition day YYYY-MM-DD."),
+    last: str = typer.Option(..., "--to", help="Last partition day YYYY-MM-DD (inclusive)."),
+    warm_start: bool = typer.Option(True, "--warm-start/--cold-start",
+                                    help="Start each day's version from the previous day's."),
+    source: Optional[Path] = _OPTS["source"], window_days: Optional[int] = _OPTS["window_days"],
+    workers: Optional[int] = _OPTS["workers"], epochs: Optional[int] = _OPTS["epochs"],
+    batch_size: Optional[int] = _OPTS["batch_size"], gpu_pool: Optional[str] = _OPTS["gpu_pool"],
+    model_name: Optional[str] = _OPTS["model_name"], rows_per_day: Optional[int] = _OPTS["rows_per_day"],
+    verbose: bool = _OPTS["verbose"], param: Optional[list[str]] = _OPTS["param"],
+    gate: Optional[list[str]] = _OPTS["gate"],
+) -> None:
+    """Run daily_retraining over a date range as ONE run on one cluster: one version per day, in date order."""
+    d1, d2 = _day(first, "--from"), _day(last, "--to")
+    if d2 < d1:
+        fail(f"invalid --to={d2}: before --from={d1}", EXIT_INVALID)
+    params, src = _inputs(source, window_days, workers, epochs, batch_size, gpu_pool, model_name, rows_per_day, param)
+    _finish(run_pipeline(d1, params, src, dict(os.environ), verbose=verbose, last=d2, warm_start=warm_start,
+                         evaluation=_gates(gate)))
+
+
+def _finish(summary: dict[str, Any]) -> None:
+    typer.echo(json.dumps(summary, sort_keys=False, default=str))
     if summary.get("error"):
         raise typer.Exit(EXIT_RUNTIME)
 
@@ -123,13 +197,15 @@ def _sigterm_interrupts() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
-def run_config(params: TrainingParams, source: SourceConfig) -> dict[str, Any]:
-    from ads_ranking_pipelines.defs.resources import EventSourceResource
+def run_config(params: TrainingParams, source: SourceConfig, warm_start: bool | None = None,
+               evaluation: dict[str, Any] | None = None, verbose: bool = True) -> dict[str, Any]:
+    from ads_ranking_pipelines.definitions import event_source_config
+    from ads_ranking_pipelines.definitions import run_config as job_run_config
 
-    return {
-        "ops": {"trained_model": {"config": params.model_dump(mode="json")}},
-        "resources": {"event_source": {"config": EventSourceResource.from_source(source)}},
-    }
+    config = job_run_config(params, event_source_config(source), warm_start=warm_start, evaluation=evaluation)
+    if not verbose:        # the event log is still stored in full; only the console logger is quiet
+        config["loggers"] = {"console": {"config": {"log_level": "CRITICAL"}}}
+    return config
 
 
 QUALITY_MODELS = ("", "baseline_", "lr_", "specified_", "oracle_")
@@ -155,39 +231,59 @@ def quality_summary(ev: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]
     return out
 
 
-def run_pipeline(day: dt.date, params: TrainingParams, source: SourceConfig,
-                 environ: dict[str, str]) -> dict[str, Any]:
-    """Execute the job in this process, recorded in the Dagster instance; returns the summary."""
+def _summaries(result: Any, days: list[dt.date], source: SourceConfig) -> list[dict[str, Any]]:
+    per_day: dict[str, dict[str, Any]] = {d.isoformat(): {} for d in days}
+    for node in ("trained_model", "model_evaluation", "batch_scores"):
+        for mat in result.asset_materializations_for_node(node):
+            if mat.partition in per_day:
+                per_day[mat.partition][node] = {k: v.value for k, v in mat.metadata.items()}
+    out = []
+    for day, mats in per_day.items():
+        model, ev, scores = (mats.get(n, {}) for n in ("trained_model", "model_evaluation", "batch_scores"))
+        out.append({"date": day, "model_version": model.get("model_version") or ev.get("model_version"),
+                    "auc": ev.get("auc"), "logloss": ev.get("logloss"), "baseline_auc": ev.get("baseline_auc"),
+                    "oracle_auc": ev.get("oracle_auc") if source.kind == "synthetic" else None,
+                    "promoted": ev.get("promoted"), "champion": ev.get("champion_after"),
+                    "scored_with": scores.get("model_version"), "scores_uri": scores.get("scores_uri"),
+                    **quality_summary(ev, model)})
+    return out
+
+
+def run_pipeline(day: dt.date, params: TrainingParams, source: SourceConfig, environ: dict[str, str],
+                 verbose: bool = True, last: dt.date | None = None, warm_start: bool | None = None,
+                 evaluation: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Execute the job for ``day`` (or ``day..last`` in one run) in this process, recorded in the
+    Dagster instance; returns the summary (the JSON line)."""
+    import uuid
+
     import dagster as dg
 
-    from ads_ranking_pipelines.defs.jobs import JOB_NAME
-    from ads_ranking_pipelines.definitions import build_definitions
+    from ads_ranking_pipelines.cli.progress import RunNarrator
+    from ads_ranking_pipelines.definitions import JOB_NAME, build_definitions, range_tags, run_tags
 
+    _sigterm_interrupts()
+    if not verbose:     # Ray's job client logs every closed log stream at INFO
+        logging.getLogger("ray.dashboard.modules.job.sdk").setLevel(logging.WARNING)
     dagster_home = environ.get("DAGSTER_HOME") or os.path.abspath(".dagster_home")
     os.makedirs(dagster_home, exist_ok=True)
     os.environ["DAGSTER_HOME"] = dagster_home
-    defs = build_definitions(environ)
-    job = defs.resolve_job_def(JOB_NAME)
+    job = build_definitions(environ).resolve_job_def(JOB_NAME)
+    last = last or day
+    days = [day + dt.timedelta(days=i) for i in range((last - day).days + 1)]
+    tags = run_tags(params.model_name, params.gpu_pool)
+    if last != day:
+        tags.update(range_tags(day, last))
+    run_id = str(uuid.uuid4())
     with dg.DagsterInstance.get() as instance:
-        result = job.execute_in_process(run_config=run_config(params, source), partition_key=day.isoformat(),
-                                        instance=instance, raise_on_error=False)
-        summary: dict[str, Any] = {"date": day.isoformat(), "model_version": None, "auc": None,
-                                   "logloss": None, "baseline_auc": None, "oracle_auc": None,
-                                   "scores_uri": None, "run_id": result.run_id}
-        mats = {}
-        for node in ("trained_model", "model_evaluation", "batch_scores"):
-            for mat in result.asset_materializations_for_node(node):
-                mats[mat.asset_key.to_user_string()] = {k: v.value for k, v in mat.metadata.items()}
-        model = mats.get("trained_model", {})
-        ev = mats.get("model_evaluation", {})
-        scores = mats.get("batch_scores", {})
-        summary.update({
-            "model_version": model.get("model_version"),
-            "auc": ev.get("auc"), "logloss": ev.get("logloss"), "baseline_auc": ev.get("baseline_auc"),
-            "oracle_auc": ev.get("oracle_auc") if source.kind == "synthetic" else None,
-            "scores_uri": scores.get("scores_uri"),
-        })
-        summary.update(quality_summary(ev, model))
+        narrator = RunNarrator(instance, run_id, typer.echo) if not verbose else contextlib.nullcontext()
+        with narrator:
+            result = job.execute_in_process(
+                run_config=run_config(params, source, warm_start, evaluation, verbose=verbose), instance=instance,
+                partition_key=day.isoformat() if last == day else None, tags=tags, run_id=run_id,
+                raise_on_error=False)
+        per_day = _summaries(result, days, source)
+        summary: dict[str, Any] = {**per_day[-1], "run_id": result.run_id} if len(days) == 1 else {
+            "from": day.isoformat(), "to": last.isoformat(), "days": per_day, "run_id": result.run_id}
         if not result.success:
             summary["error"] = _first_failure(result)
             typer.echo(f"error: {summary['error']}", err=True)

@@ -14,7 +14,7 @@ from ads_ranking_pipelines.config.training import TrainingParams
 def check_run(params: TrainingParams, environ: Mapping[str, str]) -> None:
     import dagster as dg
 
-    from ads_ranking_pipelines.defs.ray_resources import ray_resource
+    from ads_ranking_pipelines.definitions import ray_resource
 
     try:
         resource = ray_resource(Settings.from_environ(environ))

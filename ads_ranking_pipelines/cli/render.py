@@ -18,6 +18,8 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from ads_ranking_pipelines.config.messages import age, dump  # noqa: F401 - shared with X-Ray
+
 
 class Output(str, enum.Enum):
     yaml = "yaml"
@@ -38,30 +40,10 @@ def stderr() -> Console:
     return Console(stderr=True, highlight=False)
 
 
-def dump(obj: Any, fmt: Output | str) -> str:
-    fmt = Output(fmt)
-    if fmt is Output.json:
-        return json.dumps(obj, indent=2, default=str) + "\n"
-    return yaml.safe_dump(obj, sort_keys=False, default_flow_style=False, width=100)
-
-
 def echo(text: str) -> None:
     """Raw text to stdout (no Rich markup processing)."""
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     sys.stdout.flush()
-
-
-def age(created_at: dt.datetime | None, now: dt.datetime | None = None) -> str:
-    if created_at is None:
-        return "?"
-    now = now or dt.datetime.now(dt.timezone.utc)
-    if created_at.tzinfo is None:
-        created_at = created_at.replace(tzinfo=dt.timezone.utc)
-    seconds = max(0, int((now - created_at).total_seconds()))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
 
 
 def table(title: str | None, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> Table:

@@ -160,6 +160,9 @@ class GpuPool(BaseModel):
     cpus_per_node: float = Field(..., gt=0)
     memory_per_node: str
     max_workers: int = Field(..., ge=0, le=256)
+    max_concurrent_runs: int = Field(
+        1, ge=1, le=1000, description="Dagster runs on this pool at once; more wait in the run queue "
+        "(QueuedRunCoordinator limit on the ads-ranking/gpu-pool tag, generated into dagster.yaml).")
     local: bool = False
 
     @field_validator("memory_per_node")

@@ -7,6 +7,8 @@ so these classes carry types, defaults and descriptions only; ``to_params`` vali
 
 from __future__ import annotations
 
+from typing import Optional
+
 import dagster as dg
 from pydantic import Field, ValidationError
 
@@ -56,9 +58,12 @@ class TrainingConfig(dg.Config):
     dense_normalization: bool = _f("dense_normalization")
     seed: int = _f("seed")
     max_failures: int = _f("max_failures")
+    warm_start: Optional[bool] = Field(
+        None, description="Start each day's version from the previous day's version (this run's, else the newest "
+        "on storage) instead of a random init. Unset: on for a multi-day (backfill) run, off for one day.")
 
     def to_params(self) -> TrainingParams:
-        return params_or_failure(self.model_dump())
+        return params_or_failure(self.model_dump(exclude={"warm_start"}))
 
 
 def params_or_failure(values: dict) -> TrainingParams:
@@ -75,4 +80,4 @@ class EvaluationConfig(dg.Config):
     max_auc_gap_vs_baseline: float = Field(0.02, description="A new version may trail the XGBoost baseline's AUC by at most this.")
     min_calibration: float = Field(0.7, description="Lowest acceptable mean prediction / observed CTR.")
     max_calibration: float = Field(1.4, description="Highest acceptable mean prediction / observed CTR.")
-    promote: bool = Field(True, description="Make the version champion when every check passes.")
+    promote: bool = Field(True, description="Make the version champion when every gate passes (false: evaluate only).")

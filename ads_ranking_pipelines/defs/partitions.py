@@ -15,6 +15,11 @@ def partition_day(context: dg.AssetExecutionContext) -> dt.date:
     return dt.date.fromisoformat(context.partition_key)
 
 
+def partition_days(context: dg.AssetExecutionContext) -> list[dt.date]:
+    """The run's partition days in date order: one day, or a backfill's range (single-run policy)."""
+    return sorted(dt.date.fromisoformat(k) for k in context.partition_keys)
+
+
 def window_days(day: dt.date, window: int) -> list[dt.date]:
     """The ``window`` days before ``day`` (the training window), oldest first."""
     return [day - dt.timedelta(days=i) for i in range(window, 0, -1)]

@@ -15,6 +15,7 @@ import dataclasses
 import json
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,6 +27,10 @@ from dagster_pipes import PIPES_PROTOCOL_VERSION_FIELD, PipesDefaultMessageWrite
 
 from ads_ranking_pipelines.backends.base import ClusterSession, JobSpec, JobState
 from ads_ranking_pipelines.backends.ray_job_api import strip_ansi, strip_ray_prefix
+from ads_ranking_pipelines.defs.chatter import is_chatter
+
+# Dagster's Pipes session reads this (preview) property of every reader; the warning says nothing to a user.
+warnings.filterwarnings("ignore", message=".*PipesMessageReader.expected_writer_count.*")
 
 JOB_ID_KEY = "ray_job_id"
 # Kinds of custom messages that are shown live in the event log as asset observations.
@@ -95,7 +100,8 @@ class BackendJobLogReader(PipesMessageReader):
                 msg = parse_pipes_message(line)
                 if msg is None:
                     if self._forward_lines:
-                        self._context.log.info(strip_ansi(line).rstrip())
+                        text = strip_ansi(line).rstrip()
+                        (self._context.log.debug if is_chatter(text) else self._context.log.info)(text)
                         self.lines_forwarded += 1
                     continue
                 self.messages_received += 1

@@ -294,7 +294,7 @@ def oracle_metrics(day: dt.date, spec: SyntheticSpec | None = None) -> dict[str,
     This is the ceiling for any model: ``oracle_auc``, ``oracle_logloss``,
     ``oracle_normalized_entropy``, ``oracle_calibration``, plus ``rows`` and ``ctr``.
     """
-    from ads_ranking_pipelines.training.metrics import evaluate
+    from ads_ranking_pipelines.metrics import evaluate
 
     g = generate_day(day, spec)
     m = evaluate(g.labels, g.click_prob)

@@ -6,7 +6,7 @@ from typing import Any
 
 from ads_ranking_pipelines.ray_jobs.common import run_entrypoint
 from ads_ranking_pipelines.training.reporting import Reporter
-from ads_ranking_pipelines.training.spec import InferenceJobSpec
+from ads_ranking_pipelines.contracts.jobs import InferenceJobSpec
 
 
 def body(spec: InferenceJobSpec, reporter: Reporter) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from typing import Any
 
 from ads_ranking_pipelines.ray_jobs.common import run_entrypoint
 from ads_ranking_pipelines.training.reporting import Reporter
-from ads_ranking_pipelines.training.spec import TrainJobSpec
+from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
 
 
 def body(spec: TrainJobSpec, reporter: Reporter) -> dict[str, Any]:

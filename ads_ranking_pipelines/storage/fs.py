@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -65,6 +66,21 @@ def read_bytes(uri: str) -> bytes:
 
 def write_json(uri: str, obj: Any) -> None:
     write_bytes(uri, json.dumps(obj, indent=2, sort_keys=True, default=str).encode())
+
+
+def write_json_atomic(uri: str, obj: Any) -> None:
+    """Replace ``uri`` as a whole: readers see the old or the new document, never a partial one.
+
+    Local files are written beside the target and renamed over it; object stores replace an
+    object atomically on PUT.
+    """
+    fs, path = filesystem(uri)
+    if not isinstance(fs, pafs.LocalFileSystem):
+        write_json(uri, obj)
+        return
+    tmp = f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    write_json(tmp, obj)
+    fs.move(tmp, path)
 
 
 def read_json(uri: str) -> Any:

@@ -1,22 +1,34 @@
-"""Model versions and the champion pointer, with promotion history for rollback.
+"""Model versions and the champion pointer, with a who/why/when history of every change.
 
-A version is a folder with a ``manifest.json`` (written last by the trainer). The champion is
-one small JSON document replaced as a whole; its ``history`` lists earlier champions.
+A version is a folder with a ``manifest.json`` (written last by the trainer) listing the sha256
+of each file. A folder without a manifest is half-written; one whose files do not match their
+checksums is corrupt: neither is ever promoted.
+
+The champion is one small JSON document replaced as a whole (``champion.json``):
+``model_version``, ``reason``, ``by``, ``at``, the ``previous`` champions (a stack, for
+rollback) and ``events``, the append-only log of every promotion and rollback.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 from typing import Any
 
 from ads_ranking_pipelines.storage import fs
 from ads_ranking_pipelines.storage.layout import StorageLayout
 
 MANIFEST = "manifest.json"
+MAX_EVENTS = 500
 
 
 class RegistryError(ValueError):
-    pass
+    """A registry operation was refused (unknown, incomplete or corrupt version; no history)."""
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 class ModelRegistry:
@@ -24,6 +36,7 @@ class ModelRegistry:
         self.layout = layout
         self.model_name = model_name
 
+    # ---- versions ------------------------------------------------------------------------
     def version_uri(self, version: str) -> str:
         return self.layout.model_version(self.model_name, version)
 
@@ -31,8 +44,37 @@ class ModelRegistry:
         return fs.exists(fs.join(self.version_uri(version), MANIFEST))
 
     def versions(self) -> list[str]:
+        """Complete versions, oldest first (names start with the partition day)."""
         root = self.layout.versions_root(self.model_name)
-        return [v for v in fs.list_dir(root) if self.is_complete(v)]
+        return sorted(v for v in fs.list_dir(root) if self.is_complete(v))
+
+    def versions_for_day(self, day: dt.date) -> list[str]:
+        return [v for v in self.versions() if v.startswith(f"{day:%Y%m%d}-")]
+
+    def manifest(self, version: str) -> dict[str, Any]:
+        """The version's manifest after checking every file against its sha256 (RegistryError if not)."""
+        uri = self.version_uri(version)
+        if not fs.exists(uri):
+            raise RegistryError(f"{self.model_name} has no version {version!r}; "
+                                f"recent versions: {self._recent()}")
+        if not self.is_complete(version):
+            raise RegistryError(f"{self.model_name} version {version!r} is half-written (no {MANIFEST}); "
+                                f"recent complete versions: {self._recent()}")
+        try:
+            manifest = fs.read_json(fs.join(uri, MANIFEST))
+        except (ValueError, OSError) as exc:
+            raise RegistryError(f"{self.model_name} version {version!r} is corrupt: unreadable {MANIFEST} ({exc})") from None
+        for name, info in (manifest.get("files") or {}).items():
+            path = fs.join(uri, name)
+            if not fs.exists(path):
+                raise RegistryError(f"{self.model_name} version {version!r} is corrupt: {name} is missing")
+            if info.get("sha256") and hashlib.sha256(fs.read_bytes(path)).hexdigest() != info["sha256"]:
+                raise RegistryError(f"{self.model_name} version {version!r} is corrupt: {name} does not "
+                                    "match the sha256 in its manifest")
+        return manifest
+
+    def _recent(self) -> str:
+        return ", ".join(self.versions()[-5:]) or "none"
 
     def discard_incomplete(self, version: str) -> bool:
         """Remove a version folder that never got its manifest (a failed or cancelled run)."""
@@ -41,42 +83,77 @@ class ModelRegistry:
             return True
         return False
 
-    def record_evaluation(self, version: str, day: dt.date, metrics: dict[str, Any]) -> str:
-        """Keep a version's held-out metrics beside it (the version folder itself stays as written)."""
-        uri = fs.join(self.layout.model_root(self.model_name), "evaluations", version, f"{day.isoformat()}.json")
-        fs.write_json(uri, {"model_version": version, "eval_day": day.isoformat(), "metrics": metrics})
+    # ---- evaluations ---------------------------------------------------------------------
+    def _evaluation_uri(self, version: str, day: dt.date) -> str:
+        return fs.join(self.layout.model_root(self.model_name), "evaluations", version, f"{day.isoformat()}.json")
+
+    def record_evaluation(self, version: str, day: dt.date, metrics: dict[str, Any],
+                          **extra: Any) -> str:
+        """Keep a version's held-out metrics (and gate verdicts) beside it."""
+        uri = self._evaluation_uri(version, day)
+        fs.write_json(uri, {"model_version": version, "eval_day": day.isoformat(), "metrics": metrics,
+                            "recorded_at": _now(), **extra})
         return uri
 
-    def champion(self) -> dict[str, Any] | None:
-        uri = self.layout.champion_pointer(self.model_name)
+    def evaluation(self, version: str, day: dt.date) -> dict[str, Any] | None:
+        uri = self._evaluation_uri(version, day)
         return fs.read_json(uri) if fs.exists(uri) else None
 
-    def promote(self, version: str, reason: str, metrics: dict[str, Any] | None = None) -> dict[str, Any]:
-        if not self.is_complete(version):
-            valid = ", ".join(self.versions()[-5:]) or "none"
-            raise RegistryError(f"cannot promote {self.model_name} version {version!r}: not a complete "
-                                f"version (recent complete versions: {valid})")
-        current = self.champion()
-        history = list((current or {}).get("history", []))
-        if current:
-            history.append({k: current[k] for k in ("model_version", "promoted_at", "reason") if k in current})
-        doc = {"model_name": self.model_name, "model_version": version, "reason": reason,
-               "promoted_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-               "metrics": metrics or {}, "history": history[-50:]}
-        fs.write_json(self.layout.champion_pointer(self.model_name), doc)
-        return doc
+    def evaluations(self, version: str) -> list[dict[str, Any]]:
+        root = fs.join(self.layout.model_root(self.model_name), "evaluations", version)
+        return [fs.read_json(fs.join(root, n)) for n in sorted(fs.list_dir(root)) if n.endswith(".json")]
 
-    def rollback(self) -> dict[str, Any]:
-        """Make the previous champion current again."""
+    # ---- champion ------------------------------------------------------------------------
+    def champion(self) -> dict[str, Any] | None:
+        uri = self.layout.champion_pointer(self.model_name)
+        if not fs.exists(uri):
+            return None
+        try:
+            return fs.read_json(uri)
+        except ValueError as exc:
+            raise RegistryError(f"{uri} is not valid JSON ({exc}); fix or restore it before promoting") from None
+
+    def champion_version(self) -> str | None:
+        doc = self.champion()
+        return doc["model_version"] if doc else None
+
+    def history(self) -> list[dict[str, Any]]:
+        """Every promotion and rollback, oldest first: action, model_version, from_version, reason, by, at."""
+        return list((self.champion() or {}).get("events", []))
+
+    def promote(self, version: str, reason: str, by: str = "unknown",
+                metrics: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Make ``version`` the champion (refuses half-written or corrupt versions)."""
+        self.manifest(version)
         current = self.champion()
-        if not current or not current.get("history"):
-            raise RegistryError(f"{self.model_name} has no earlier champion to roll back to")
-        previous = current["history"][-1]
-        doc = {"model_name": self.model_name, "model_version": previous["model_version"],
-               "reason": f"rollback from {current['model_version']}",
-               "promoted_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-               "metrics": {}, "history": current["history"][:-1]}
-        if not self.is_complete(doc["model_version"]):
-            raise RegistryError(f"earlier champion {doc['model_version']} is no longer a complete version")
-        fs.write_json(self.layout.champion_pointer(self.model_name), doc)
+        previous = list((current or {}).get("previous", []))
+        if current:
+            if current["model_version"] == version:
+                raise RegistryError(f"{self.model_name} version {version!r} is already the champion")
+            previous.append({k: current[k] for k in ("model_version", "reason", "by", "at") if k in current})
+        return self._write("promote", version, reason, by, metrics or {}, previous, current)
+
+    def rollback(self, reason: str = "", by: str = "unknown") -> dict[str, Any]:
+        """Make the previous champion current again (refused if there is none, or it is no longer intact)."""
+        current = self.champion()
+        if not current or not current.get("previous"):
+            raise RegistryError(f"{self.model_name} has no earlier champion to roll back to"
+                                + (f" (champion: {current['model_version']})" if current else " (no champion yet)"))
+        previous = list(current["previous"])
+        target = previous.pop()
+        self.manifest(target["model_version"])
+        reason = reason or f"rollback from {current['model_version']}"
+        return self._write("rollback", target["model_version"], reason, by, {}, previous, current)
+
+    def _write(self, action: str, version: str, reason: str, by: str, metrics: dict[str, Any],
+               previous: list[dict[str, Any]], current: dict[str, Any] | None) -> dict[str, Any]:
+        at = _now()
+        events = list((current or {}).get("events", []))
+        events.append({"action": action, "model_version": version,
+                       "from_version": current["model_version"] if current else None,
+                       "reason": reason, "by": by, "at": at})
+        doc = {"model_name": self.model_name, "model_version": version, "reason": reason, "by": by,
+               "at": at, "metrics": json.loads(json.dumps(metrics, default=str)),
+               "previous": previous[-50:], "events": events[-MAX_EVENTS:]}
+        fs.write_json_atomic(self.layout.champion_pointer(self.model_name), doc)
         return doc

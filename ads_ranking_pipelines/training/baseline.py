@@ -15,7 +15,7 @@ import numpy as np
 
 from ads_ranking_pipelines.config.source import SourceConfig
 from ads_ranking_pipelines.training.features import FeatureSpec, transform
-from ads_ranking_pipelines.training.metrics import evaluate
+from ads_ranking_pipelines.metrics import evaluate
 
 PREFIX = "baseline_"
 DEFAULT_PARAMS: dict[str, Any] = {

@@ -12,9 +12,9 @@ from ads_ranking_pipelines.training.baseline import train_and_evaluate_baseline
 from ads_ranking_pipelines.training.export import is_model_version, load_predictor
 from ads_ranking_pipelines.training.features import FeatureSpec, transform
 from ads_ranking_pipelines.training.linear import design, fit_and_score, logistic_regression_metrics
-from ads_ranking_pipelines.training.metrics import bootstrap, evaluate
+from ads_ranking_pipelines.metrics import bootstrap, evaluate
 from ads_ranking_pipelines.training.reporting import Reporter
-from ads_ranking_pipelines.training.spec import EvalJobSpec
+from ads_ranking_pipelines.contracts.jobs import EvalJobSpec
 
 BASELINE = "baseline_"
 

@@ -12,7 +12,7 @@ import pandas as pd
 from ads_ranking_pipelines.storage import fs
 from ads_ranking_pipelines.training.export import Predictor, load_predictor
 from ads_ranking_pipelines.training.reporting import Reporter
-from ads_ranking_pipelines.training.spec import InferenceJobSpec
+from ads_ranking_pipelines.contracts.jobs import InferenceJobSpec
 
 SCORE_COLUMN = "score"
 SUCCESS_MARKER = "_SUCCESS"

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from ads_ranking_pipelines.training.metrics import evaluate, logloss
+from ads_ranking_pipelines.metrics import evaluate, logloss
 
 C_GRID = (0.03, 0.1, 0.3)
 

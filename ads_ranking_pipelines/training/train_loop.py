@@ -60,9 +60,10 @@ import torch.nn.functional as F
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.training.batches import Batch, make_batch
 from ads_ranking_pipelines.training.features import FeatureSpec
-from ads_ranking_pipelines.training.metrics import MetricError, auc, logloss
+from ads_ranking_pipelines.metrics import MetricError, auc, logloss
 from ads_ranking_pipelines.training.model import build_model, feature_spec_from_dict, set_id_counts
 from ads_ranking_pipelines.training.sharding import ShardedModel, shard_model
+from ads_ranking_pipelines.training.warm_start import apply as apply_warm_start
 
 TRAIN_STATE_FILE = "train_state.json"
 DATASET_NAME = "train"
@@ -397,6 +398,7 @@ def run_worker(
     callbacks: Sequence[Any] = (),
     steps_per_epoch: int | None = None,
     id_counts: Mapping[str, np.ndarray] | None = None,
+    warm_start: Mapping[str, torch.Tensor] | None = None,
 ) -> WorkerSummary:
     """Train until the validation slice stops improving or the epoch budget is spent.
 
@@ -408,6 +410,10 @@ def run_worker(
     w = setup_worker(params, feature_spec, device=device, local_world_size=local_world_size,
                      steps_per_epoch=steps_per_epoch, log=log, progress=progress,
                      progress_every_s=progress_every_s, callbacks=callbacks, id_counts=id_counts)
+    if warm_start is not None and not resume_dir:
+        n = apply_warm_start(w.sm.model, warm_start)
+        if w.rank == 0:
+            log(f"[train] warm start: {n} tensors from the previous version")
     state = _resume(w, resume_dir)
     summary = WorkerSummary(rank=w.rank, start_epoch=state.epochs_done, epochs_done=state.epochs_done,
                             global_step=state.global_step, plan_summary=w.sm.plan_summary)
@@ -497,10 +503,20 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
                   progress_every_s=float(config.get("progress_every_s", 5.0)),
                   local_world_size=ctx.get_local_world_size(), steps_per_epoch=config.get("steps_per_epoch"),
                   log=lambda m: print(m, flush=True), callbacks=config.get("callbacks") or (),
-                  id_counts=config.get("id_counts"))
+                  id_counts=config.get("id_counts"),
+                  warm_start=_warm_start_state(config.get("warm_start")))
     checkpoint = ray.train.get_checkpoint()
     if checkpoint is None:
         run_worker(params, feature_spec, **kwargs)
         return
     with checkpoint.as_directory() as resume_dir:
         run_worker(params, feature_spec, resume_dir=resume_dir, **kwargs)
+
+
+def _warm_start_state(ref: Any) -> Mapping[str, torch.Tensor] | None:
+    """The earlier version's weights, put in the object store once by the driver."""
+    if ref is None:
+        return None
+    import ray
+
+    return ray.get(ref)

@@ -35,8 +35,9 @@ from ads_ranking_pipelines.training.export import save_model_version
 from ads_ranking_pipelines.training.features import FeatureSpec, transform
 from ads_ranking_pipelines.training.model import DLRM, build_model
 from ads_ranking_pipelines.training.reporting import Reporter
+from ads_ranking_pipelines.training import warm_start
 from ads_ranking_pipelines.training.sharding import format_plan
-from ads_ranking_pipelines.training.spec import TrainJobSpec
+from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
 from ads_ranking_pipelines.training.train_loop import (
     DATASET_NAME,
     SELECTION_METRIC,
@@ -233,6 +234,23 @@ def _check_finished(last_state: dict[str, Any], params: TrainingParams) -> None:
         raise RuntimeError(f"last checkpoint has {done} epoch(s), expected {params.epochs} "
                            "or an early stop")
 
+def _warm_start_ref(spec: TrainJobSpec, params: TrainingParams, feature_spec: FeatureSpec,
+                    reporter: Reporter) -> Any:
+    """The earlier version's weights in the object store, or None (no warm start, or it does not fit)."""
+    if not spec.init_model_uri:
+        return None
+    import ray
+
+    state = warm_start.read_weights(spec.init_model_uri)
+    why = warm_start.incompatibility(state, build_model(params, feature_spec, device=torch.device("meta")))
+    if why:
+        reporter.log(f"warm start from {spec.init_model_uri} skipped, training from scratch: {why}")
+        return None
+    reporter.log(f"warm start from {spec.init_model_uri}")
+    return ray.put(state)
+
+
+
 
 def best_checkpoint(result: Any, best_epoch: int):
     """The kept checkpoint of epoch ``best_epoch`` (the best validation loss of the run)."""
@@ -291,7 +309,7 @@ def _progress_queue():
 
 
 def _worker_config(params: TrainingParams, feature_spec: FeatureSpec, window: _Window, progress_q: Any,
-                  extra: dict[str, Any] | None) -> dict[str, Any]:
+                  extra: dict[str, Any] | None, warm_ref: Any = None) -> dict[str, Any]:
     """The config every worker's ``train_loop_per_worker`` receives (see ``train_loop``)."""
     counts = params.min_id_count > 1 or params.count_features
     return {
@@ -304,6 +322,7 @@ def _worker_config(params: TrainingParams, feature_spec: FeatureSpec, window: _W
         "has_validation": window.valid is not None,
         "shuffle_buffer": 4 * params.batch_size,
         "id_counts": count_ids(window.train, feature_spec) if counts else None,
+        "warm_start": warm_ref,
         **(extra or {}),
     }
 
@@ -350,8 +369,9 @@ def train(spec: TrainJobSpec, reporter: Reporter, *,
     window = prepare_window(spec, feature_spec, reporter)
     progress_q = _progress_queue()
     storage = fs.normalize(spec.ray_storage_uri)
-    trainer = _trainer(spec, _worker_config(params, feature_spec, window, progress_q, worker_config),
-                       window, storage)
+    warm_ref = _warm_start_ref(spec, params, feature_spec, reporter)
+    trainer = _trainer(spec, _worker_config(params, feature_spec, window, progress_q, worker_config,
+                                            warm_ref), window, storage)
     reporter.log(f"training {params.num_workers} worker(s), at most {params.epochs} epoch(s), on "
                  f"{window.train_rows} rows, validating on the last {window.rows - window.train_rows} "
                  f"({'GPU' if params.uses_gpu else 'CPU'}), run {spec.run_name} under {storage}")
@@ -365,7 +385,8 @@ def train(spec: TrainJobSpec, reporter: Reporter, *,
             pass
     if result.checkpoint is None:
         raise RuntimeError(f"training run {spec.run_name} finished without a checkpoint")
-    out = export_best(spec, feature_spec, result, pump, window, storage, reporter)
+    out = export_best(spec, feature_spec, result, pump, window, storage, reporter,
+                      warm_started=warm_ref is not None)
     out.wall_seconds = round(time.perf_counter() - t0, 2)
     reporter.log(f"model version {spec.model_version} written to {spec.model_uri} "
                  f"(loss {out.final_loss:.5f}, {out.samples_per_s:.0f} samples/s, {out.wall_seconds:.1f}s)")
@@ -373,7 +394,7 @@ def train(spec: TrainJobSpec, reporter: Reporter, *,
 
 
 def export_best(spec: TrainJobSpec, feature_spec: FeatureSpec, result: Any, pump: _ProgressPump,
-                window: _Window, storage: str, reporter: Reporter) -> TrainResult:
+                window: _Window, storage: str, reporter: Reporter, warm_started: bool = False) -> TrainResult:
     """Write the best epoch's checkpoint as the model version; describe the run."""
     params = spec.params
     with result.checkpoint.as_directory() as ckpt_dir:
@@ -412,6 +433,8 @@ def export_best(spec: TrainJobSpec, feature_spec: FeatureSpec, result: Any, pump
         "rows": window.rows, "train_rows": window.train_rows, "epochs": out.epochs, "best_epoch": out.best_epoch,
         "valid_logloss": out.valid_logloss, "valid_auc": out.valid_auc, "final_loss": out.final_loss,
         "samples_per_s": out.samples_per_s, "checkpoint_path": out.checkpoint_path, "sharding_plan": plan,
+        "warm_started_from": spec.init_model_uri if warm_started else None,
+        "cluster": spec.cluster,
         "world_size": state.get("world_size"),
     })
     return out

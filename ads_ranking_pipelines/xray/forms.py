@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ads_ranking_pipelines.backends import factory
-from ads_ranking_pipelines.cli.backend_factory import dns_name, request_error, validation_error
+from ads_ranking_pipelines.config.messages import dns_name, request_error, validation_error
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.images import image_problems
 from ads_ranking_pipelines.config.pools import PoolCatalog

@@ -11,8 +11,8 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from ads_ranking_pipelines.cli import render as cli_render
-from ads_ranking_pipelines.cli.backend_factory import request_error
+from ads_ranking_pipelines.config import messages as cli_render
+from ads_ranking_pipelines.config.messages import request_error
 from ads_ranking_pipelines.config.validation import RequestError
 from ads_ranking_pipelines.xray import forms
 from ads_ranking_pipelines.xray.rows import Filters

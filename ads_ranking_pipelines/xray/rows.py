@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ads_ranking_pipelines.cli.render import age
+from ads_ranking_pipelines.config.messages import age
 
 
 @dataclass

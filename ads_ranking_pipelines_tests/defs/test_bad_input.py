@@ -38,7 +38,9 @@ def _run(environ, run_config_dict):
         messages = [r.event_log_entry.user_message or ""
                     for r in instance.get_records_for_run(result.run_id, limit=10000).records]
     assert not result.success
-    failures = [e for e in result.all_events if e.is_step_failure]
+    # batch_scores does not depend on training (it scores with the champion); with no champion
+    # yet it fails too, on its own, saying so
+    failures = [e for e in result.all_events if e.is_step_failure and e.step_key != "batch_scores"]
     assert len(failures) == 1
     data = failures[0].step_failure_data
     text = (data.user_failure_data.description if data.user_failure_data else "") or data.error.message
@@ -117,3 +119,42 @@ def test_cli_rejects_bad_input_with_exit_2(ads_home, args, needle):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert needle in proc.stderr
+
+
+def _run_range(environ, run_config_dict, first: dt.date, last: dt.date, tags=None):
+    from ads_ranking_pipelines.definitions import range_tags
+
+    job = build_definitions(environ).resolve_job_def("daily_retraining")
+    with dg.DagsterInstance.get() as instance:
+        result = job.execute_in_process(run_config=run_config_dict, instance=instance, raise_on_error=False,
+                                        tags={**range_tags(first, last), **(tags or {})})
+        messages = [r.event_log_entry.user_message or ""
+                    for r in instance.get_records_for_run(result.run_id, limit=10000).records]
+    failures = [e for e in result.all_events if e.is_step_failure and e.step_key != "batch_scores"]
+    assert not result.success and len(failures) == 1
+    data = failures[0].step_failure_data
+    return (data.user_failure_data.description if data.user_failure_data else "") or data.error.message, messages
+
+
+def test_backfill_over_a_range_with_a_missing_day_names_it_before_any_cluster(ads_home, environ, tmp_path):
+    window = [DAY - dt.timedelta(days=2), DAY - dt.timedelta(days=1)]
+    later = [DAY + dt.timedelta(days=1), DAY + dt.timedelta(days=2)]
+    source = _parquet_source(tmp_path / "events", window + [DAY] + later[1:])      # DAY+1 is missing
+    text, messages = _run_range(environ, run_config(PARAMS, source), DAY, later[-1])
+    assert "2026-03-11" in text and "missing" in text.lower()
+    _assert_nothing_started(ads_home, messages)
+
+
+def test_config_that_disagrees_with_the_run_tags_is_refused(ads_home, environ):
+    cfg = run_config(PARAMS.model_copy(update={"gpu_pool": "cpu-standard"}), SourceConfig())
+    job = build_definitions(environ).resolve_job_def("daily_retraining")     # default tags: pool 'local'
+    with dg.DagsterInstance.get() as instance:
+        result = job.execute_in_process(run_config=cfg, partition_key=DAY.isoformat(), instance=instance,
+                                        raise_on_error=False)
+        messages = [r.event_log_entry.user_message or ""
+                    for r in instance.get_records_for_run(result.run_id, limit=10000).records]
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    text = failure.step_failure_data.user_failure_data.description
+    assert failure.step_key == "trained_model"
+    assert "ads-ranking/gpu-pool='local' but the config says 'cpu-standard'" in text
+    _assert_nothing_started(ads_home, messages)

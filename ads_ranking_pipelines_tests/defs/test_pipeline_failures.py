@@ -84,7 +84,10 @@ def test_sigterm_mid_training_stops_job_and_cluster(ads_home, tmp_path):
 def _run(environ, params, source):
     job = build_definitions(environ).resolve_job_def("daily_retraining")
     with dg.DagsterInstance.get() as instance:
-        result = job.execute_in_process(run_config=run_config(params, source), partition_key=DAY.isoformat(),
+        # gates are blocking: tolerances for tiny data, this test is about the parquet path
+        loose = {"max_auc_gap_vs_baseline": 0.5, "min_calibration": 0.2, "max_calibration": 5.0}
+        result = job.execute_in_process(run_config=run_config(params, source, evaluation=loose),
+                                        partition_key=DAY.isoformat(),
                                         instance=instance, raise_on_error=False)
     assert result.success, [e.message for e in result.all_events if e.is_failure]
     return {k: v.value for m in result.asset_materializations_for_node("model_evaluation")

@@ -13,7 +13,7 @@ from ads_ranking_pipelines.config.source import (
 from ads_ranking_pipelines.events.synthetic import (
     EVENT_TS, IMPRESSION_ID, generate_day, generate_table, oracle_auc, oracle_metrics,
 )
-from ads_ranking_pipelines.training.metrics import auc, logloss
+from ads_ranking_pipelines.metrics import auc, logloss
 
 from .conftest import DAY
 

@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import log_loss, roc_auc_score
 
-from ads_ranking_pipelines.training.metrics import (
+from ads_ranking_pipelines.metrics import (
     EPS, MetricError, auc, calibration, evaluate, logloss, normalized_entropy,
 )
 

@@ -1,4 +1,4 @@
-"""Binary click-prediction metrics, numpy only (runs inside Ray workers without scikit-learn).
+"""Ranking metrics (AUC, logloss, normalized entropy, calibration): numpy only, no project imports.
 
 ``auc`` equals scikit-learn's ``roc_auc_score`` (ties get half credit), ``logloss`` equals
 ``log_loss`` on probabilities clipped to ``[eps, 1 - eps]``.

@@ -21,6 +21,8 @@ class TrainJobSpec(BaseModel):
     ray_storage_uri: str            # Ray Train checkpoints
     run_name: str
     code_version: str = "unknown"   # recorded in the model version's manifest
+    init_model_uri: str | None = None   # warm start: an earlier version's weights (None: random init)
+    cluster: dict | None = None     # the cluster request (and rendered manifest on KubeRay), recorded in the manifest
 
 
 class EvalJobSpec(BaseModel):

@@ -1,0 +1,49 @@
+"""The Dagster instance settings this project ships (``dagster.yaml``), generated from the pool catalog.
+
+* a run queue (``QueuedRunCoordinator``): at most ``max_concurrent_runs`` runs overall and, per
+  GPU pool, the pool's ``max_concurrent_runs`` runs tagged ``ads-ranking/gpu-pool: <pool>``
+  (a second run on a pool at its limit waits; a run on another pool starts at once);
+* run monitoring on: a run whose process died (killed, out of memory) is marked failed and
+  frees its queue slot instead of staying STARTED;
+* telemetry off.
+
+``make run`` / ``make ui`` write it into ``DAGSTER_HOME`` (``ads-ranking instance dagster-yaml``);
+the repo's ``dagster.yaml`` is the same for the shipped catalog (a test keeps them equal).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ads_ranking_pipelines.config.pools import PoolCatalog
+
+GPU_POOL_TAG = "ads-ranking/gpu-pool"
+HEADER = ("# Generated from the GPU pool catalog by `ads-ranking instance dagster-yaml`; do not edit by hand.\n"
+          "# Regenerate after changing a pool's max_concurrent_runs (make run / make ui do it for DAGSTER_HOME).\n")
+
+
+def instance_settings(catalog: PoolCatalog, max_concurrent_runs: int = 10,
+                      run_start_timeout_s: int = 180, poll_interval_s: int = 30) -> dict[str, Any]:
+    limits = [{"key": GPU_POOL_TAG, "value": pool.name, "limit": pool.max_concurrent_runs}
+              for pool in sorted(catalog, key=lambda p: p.name)]
+    return {
+        "run_coordinator": {
+            "module": "dagster.core.run_coordinator",
+            "class": "QueuedRunCoordinator",
+            "config": {"max_concurrent_runs": max_concurrent_runs, "tag_concurrency_limits": limits,
+                       "dequeue_interval_seconds": 2},
+        },
+        "run_monitoring": {
+            "enabled": True,
+            "start_timeout_seconds": run_start_timeout_s,
+            "poll_interval_seconds": poll_interval_s,
+            "max_resume_run_attempts": 0,
+        },
+        "telemetry": {"enabled": False},
+    }
+
+
+def render_yaml(settings: dict[str, Any]) -> str:
+    import yaml
+
+    return HEADER + yaml.safe_dump(settings, sort_keys=False)

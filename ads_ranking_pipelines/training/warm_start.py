@@ -1,0 +1,68 @@
+"""Warm start: a new version starts from an earlier version's weights instead of a random init.
+
+The driver reads the earlier version's plain (unsharded) ``state_dict`` and checks that it fits
+the model about to be trained (same keys and shapes; a changed architecture starts cold and
+says why). Each worker then copies, for every entry of its sharded model's ``state_dict``, the
+slice it holds: the whole tensor for replicated (dense) parameters, its shards' rows/columns
+for sharded embedding tables. Optimizer state starts fresh; a resumed checkpoint wins over a
+warm start.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any, Mapping
+
+import torch
+from torch import nn
+
+from ads_ranking_pipelines.storage import fs
+
+WEIGHTS_FILE = "weights.pt"
+
+
+def read_weights(version_uri: str) -> dict[str, torch.Tensor]:
+    data = fs.read_bytes(fs.join(fs.normalize(version_uri), WEIGHTS_FILE))
+    return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+
+
+def incompatibility(state: Mapping[str, torch.Tensor], model: nn.Module) -> str | None:
+    """Why ``state`` cannot initialize ``model`` (None if it can)."""
+    own = model.state_dict()
+    missing = sorted(set(own) - set(state))
+    extra = sorted(set(state) - set(own))
+    if missing or extra:
+        return f"parameters differ (missing {missing[:3]}, unexpected {extra[:3]})"
+    for key, target in own.items():
+        if tuple(state[key].shape) != tuple(target.shape):
+            return f"{key} has shape {tuple(state[key].shape)}, the new model {tuple(target.shape)}"
+    return None
+
+
+def _local_slices(target: Any) -> list[tuple[torch.Tensor, tuple[slice, ...]]]:
+    """(local tensor, slice of the full tensor it holds) for a plain, sharded or DTensor entry."""
+    from torch.distributed._shard.sharded_tensor import ShardedTensor
+
+    if isinstance(target, ShardedTensor):
+        return [(s.tensor, tuple(slice(o, o + n) for o, n in zip(s.metadata.shard_offsets, s.metadata.shard_sizes)))
+                for s in target.local_shards()]
+    try:
+        from torch.distributed.tensor import DTensor
+        from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+    except ImportError:  # pragma: no cover - older torch
+        DTensor = None
+    if DTensor is not None and isinstance(target, DTensor):
+        shape, offset = compute_local_shape_and_global_offset(target.shape, target.device_mesh, target.placements)
+        return [(target.to_local(), tuple(slice(o, o + n) for o, n in zip(offset, shape)))]
+    return [(target, tuple(slice(None) for _ in target.shape))]
+
+
+@torch.no_grad()
+def apply(model: nn.Module, state: Mapping[str, torch.Tensor]) -> int:
+    """Copy ``state`` (plain full tensors) into ``model`` (possibly sharded); returns entries set."""
+    own = model.state_dict()
+    for key, target in own.items():
+        for local, where in _local_slices(target):
+            local.copy_(state[key][where].to(local.device, local.dtype))
+    model.load_state_dict(own)
+    return len(own)

@@ -1,0 +1,29 @@
+"""Warm start: a sharded model initialised from an earlier version computes what that version computes."""
+
+from __future__ import annotations
+
+import torch
+
+from ads_ranking_pipelines.training import warm_start
+from ads_ranking_pipelines.training.model import build_model
+
+from ._dist import run_on_gloo_group
+from ._toy import tiny_params, tiny_spec
+from ._warm_workers import sharded_model_matches_the_plain_one
+
+
+def test_sharded_workers_take_the_earlier_versions_weights(tmp_path):
+    torch.manual_seed(7)
+    model = build_model(tiny_params(), tiny_spec(), torch.device("cpu"))
+    path = tmp_path / "weights.pt"
+    torch.save(model.state_dict(), path)
+    run_on_gloo_group(sharded_model_matches_the_plain_one, str(path))
+
+
+def test_a_changed_architecture_is_named_not_loaded():
+    state = build_model(tiny_params(), tiny_spec(), torch.device("cpu")).state_dict()
+    same = build_model(tiny_params(), tiny_spec(), torch.device("meta"))
+    assert warm_start.incompatibility(state, same) is None
+    wider = build_model(tiny_params(embedding_dim=16), tiny_spec(), torch.device("meta"))
+    why = warm_start.incompatibility(state, wider)
+    assert why is not None and ("shape" in why or "differ" in why)
