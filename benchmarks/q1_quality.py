@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import bench_main, fast, log
+from benchmarks._common import bench_main, fast, loadavg, log
 
 REPO = Path(__file__).resolve().parent.parent
 MODELS = (("network", ""), ("XGBoost", "baseline_"), ("logistic regression", "lr_"),
@@ -106,6 +106,7 @@ def body(tmp: str) -> dict[str, Any]:
     from ads_ranking_pipelines.events.importers import shared_datasets_dir
 
     shared = shared_datasets_dir()
+    load_before = loadavg()
     results: dict[str, dict[str, Any]] = {}
     for ds in datasets(shared):
         results[ds["name"]] = run_dataset(ds, tmp)
@@ -113,7 +114,8 @@ def body(tmp: str) -> dict[str, Any]:
     skipped = [n for n in ("criteo-sample", "avazu-sample") if n not in results]
     return {"ratio": round(min(lifts), 4), "metric": "min over datasets of AUC(network) - AUC(XGBoost)",
             "results": results, "table": table(results), "skipped": skipped,
-            "config": {"fast": fast(), "shared_datasets": str(shared) if shared else None}}
+            "config": {"fast": fast(), "shared_datasets": str(shared) if shared else None},
+            "loadavg_before": load_before, "loadavg_after": loadavg()}
 
 
 if __name__ == "__main__":
