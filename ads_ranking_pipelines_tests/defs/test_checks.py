@@ -35,13 +35,14 @@ def test_no_champion_passes_and_says_so():
 def test_a_version_records_its_cluster_request_and_on_kuberay_the_rendered_manifest(tmp_path):
     from ads_ranking_pipelines.config.training import TrainingParams
     from ads_ranking_pipelines.defs.assets import cluster_record
-    from ads_ranking_pipelines.defs.resources import RayClusterResource
+    from ads_ranking_pipelines.defs.ray_resources import KubeRayResource, LocalRayResource
 
     params = TrainingParams(gpu_pool="h100-80gb", gpus_per_worker=8, num_workers=2)
-    kuberay = RayClusterResource(backend="kuberay", state_dir=str(tmp_path))
+    kuberay = KubeRayResource(storage_home="gs://b/ads",
+                              image="registry.example.com/ads-ranking-pipelines:0.1.0-gpu")
     record = cluster_record(kuberay, kuberay.cluster_request(params, "0123456789abcdef"))
     assert record["request"]["gpu_pool"] == "h100-80gb" and record["backend"] == "kuberay"
     assert record["manifest"]["kind"] == "RayCluster"
-    assert "manifest" not in cluster_record(RayClusterResource(state_dir=str(tmp_path)),
-                                            RayClusterResource(state_dir=str(tmp_path)).cluster_request(
-                                                TrainingParams(), "0123456789abcdef"))
+    local = LocalRayResource(state_dir=str(tmp_path))
+    assert "manifest" not in cluster_record(local, local.cluster_request(TrainingParams(),
+                                                                         "0123456789abcdef"))

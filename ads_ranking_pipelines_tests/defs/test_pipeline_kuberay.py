@@ -18,6 +18,8 @@ import pytest
 
 from ads_ranking_pipelines.backends.kuberay.client import RAYCLUSTERS, RAYJOBS
 from ads_ranking_pipelines.cli.pipeline import run_config
+from ads_ranking_pipelines.config.source import SourceConfig, SyntheticSpec
+from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.defs.assets import batch_scores, impressions, model_evaluation, trained_model
 from ads_ranking_pipelines.defs.jobs import daily_retraining
 from ads_ranking_pipelines.defs.ray_resources import KubeRayResource
@@ -25,7 +27,6 @@ from ads_ranking_pipelines.defs.resources import EventSourceResource, StorageRes
 from ads_ranking_pipelines.storage.layout import StorageLayout
 from ads_ranking_pipelines.storage.registry import ModelRegistry
 from ads_ranking_pipelines_tests.conftest import wait_no_processes
-from ads_ranking_pipelines_tests.defs.test_pipeline_local import DAY, TINY, TINY_SOURCE
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 - fixture
     FakeKubeApiServer,
     Scenario,
@@ -34,6 +35,10 @@ from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 -
 )
 
 NS = "ads-ranking"
+DAY = dt.date(2026, 3, 10)
+TINY = TrainingParams(dataset_window_days=2, num_workers=1, epochs=2, batch_size=256, hash_buckets=2000,
+                      embedding_dim=8, dense_arch=(16, 8), over_arch=(16,), learning_rate=0.05)
+TINY_SOURCE = SourceConfig(synthetic=SyntheticSpec(rows_per_day=4000, num_users=2000, num_ads=500))
 IMAGE = "registry.example.com/ads-ranking/ads-ranking-pipelines:0.1.0"
 
 
@@ -52,7 +57,7 @@ def test_daily_job_on_kuberay_against_the_fake(fake_apiserver: FakeKubeApiServer
         assets=[impressions, trained_model, model_evaluation, batch_scores], jobs=[daily_retraining],
         resources={"storage": StorageResource(home=home), "event_source": EventSourceResource(),
                    "ray_cluster": ray})
-    params = TINY.model_copy(update={"num_workers": 1})
+    params = TINY
     with dg.DagsterInstance.get() as instance:
         result = defs.resolve_job_def("daily_retraining").execute_in_process(
             run_config=run_config(params, TINY_SOURCE), partition_key=DAY.isoformat(),
