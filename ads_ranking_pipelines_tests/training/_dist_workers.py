@@ -195,7 +195,8 @@ def early_stopping(rank: int, world: int, out_dir: str, patience: int) -> None:
         reports.append({**metrics, "state": read_train_state(ckpt_dir) if rank == 0 else None})
 
     recorder = EpochRecorder()
-    summary = run_worker(tiny_params(epochs=30, early_stopping_patience=patience, learning_rate=0.05,
+    summary = run_worker(tiny_params(epochs=30, early_stopping_patience=patience, early_stopping_min_steps=0,
+                                     learning_rate=0.05,
                                      embedding_learning_rate=0.5),
                          spec, device=torch.device("cpu"), batches=batches, report=report,
                          valid_batches=valid_batches, log=lambda m: None, callbacks=[recorder])
