@@ -87,7 +87,9 @@ def kuberay_request(request: ClusterRequest, settings: Settings, catalog: PoolCa
 
 
 def local_request(request: ClusterRequest, catalog: PoolCatalog) -> ResolvedRequest:
-    """The local backend runs CPU pools only; otherwise as :func:`resolve_request`."""
+    """The local backend runs CPU pools only; otherwise as :func:`resolve_request`. It runs this
+    machine's Python, not an image, so no image rule applies (the request carries none)."""
+    request = request.model_copy(update={"image": ""})
     problems: list[RequestError] = []
     if request.gpus_per_worker or (request.gpu_pool in catalog
                                    and catalog.get(request.gpu_pool).has_gpus):
