@@ -249,6 +249,10 @@ def _summaries(result: Any, days: list[dt.date], source: SourceConfig) -> list[d
     return out
 
 
+def _warnings_only(record: logging.LogRecord) -> bool:
+    return record.levelno >= logging.WARNING
+
+
 def run_pipeline(day: dt.date, params: TrainingParams, source: SourceConfig, environ: dict[str, str],
                  verbose: bool = True, last: dt.date | None = None, warm_start: bool | None = None,
                  evaluation: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -263,7 +267,9 @@ def run_pipeline(day: dt.date, params: TrainingParams, source: SourceConfig, env
 
     _sigterm_interrupts()
     if not verbose:     # Ray's job client logs every closed log stream at INFO
-        logging.getLogger("ray.dashboard.modules.job.sdk").setLevel(logging.WARNING)
+        # A filter, not a level: Ray's logging setup (dictConfig) resets the levels of the
+        # "ray" logger's children when it runs, but leaves their filters alone.
+        logging.getLogger("ray.dashboard.modules.job.sdk").addFilter(_warnings_only)
     dagster_home = environ.get("DAGSTER_HOME") or os.path.abspath(".dagster_home")
     os.makedirs(dagster_home, exist_ok=True)
     os.environ["DAGSTER_HOME"] = dagster_home
