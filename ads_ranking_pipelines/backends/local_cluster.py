@@ -93,6 +93,10 @@ def wait_for_exit(marker: str, timeout_s: float, interval_s: float = 0.5) -> lis
     return left
 
 
+class NodeExited(BackendError):
+    """A node process exited before it joined the cluster."""
+
+
 @dataclass
 class ClusterState:
     name: str
@@ -140,6 +144,7 @@ class LocalRayCluster:
         self.state = state
         self.state_dir = state_dir
         self._procs: dict[int, subprocess.Popen] = {}
+        self._logs: dict[int, Path] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._monitor: threading.Thread | None = None
@@ -222,8 +227,7 @@ class LocalRayCluster:
             cluster._wait_dashboard(start_timeout_s)
             # One node at a time: several raylets registering at once overload a 2-core GCS.
             for i in range(request.workers):
-                cluster.add_worker()
-                cluster.wait_for_nodes(2 + i, start_timeout_s)
+                cluster.start_worker_node(2 + i, start_timeout_s)
         except BaseException:
             cluster.stop(keep_logs=True)
             raise
@@ -253,6 +257,7 @@ class LocalRayCluster:
                                 stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.state.temp_dir)
         out.close()
         self._procs[proc.pid] = proc
+        self._logs[proc.pid] = logs
         return proc
 
     def add_worker(self) -> int:
@@ -285,7 +290,36 @@ class LocalRayCluster:
         summary = r.json()["data"]["summary"]
         return sum(1 for n in summary if n.get("raylet", {}).get("state") == "ALIVE")
 
-    def wait_for_nodes(self, n: int, timeout_s: float) -> None:
+    def start_worker_node(self, expected: int, timeout_s: float, attempts: int = 2) -> None:
+        """Start one worker node and wait until the head counts ``expected`` live nodes.
+
+        A node whose process exits before it registers (on a busy machine another process can
+        take one of its ports between our probe and Ray's bind) is started again on fresh ports,
+        up to ``attempts`` times; the error quotes the last lines of its log.
+        """
+        for attempt in range(1, attempts + 1):
+            pid = self.add_worker()
+            try:
+                self.wait_for_nodes(expected, timeout_s, watch_pid=pid)
+                return
+            except NodeExited as exc:
+                with self._lock:
+                    self.state.worker_pids.remove(pid)
+                    self._save()
+                if attempt == attempts:
+                    raise BackendError(f"{exc} (tried {attempts} times)") from None
+                log.warning("%s; starting it again on fresh ports", exc)
+
+    def log_tail(self, pid: int, lines: int = 15) -> str:
+        path = self._logs.get(pid)
+        try:
+            text = path.read_text(errors="replace") if path else ""
+        except OSError:
+            text = ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def wait_for_nodes(self, n: int, timeout_s: float, watch_pid: int | None = None) -> None:
+        """Wait for ``n`` live nodes; raise :class:`NodeExited` as soon as ``watch_pid`` exits."""
         deadline = time.monotonic() + timeout_s
         seen = 0
         while time.monotonic() < deadline:
@@ -293,8 +327,12 @@ class LocalRayCluster:
                 seen = self.alive_nodes()
                 if seen >= n:
                     return
+            if watch_pid is not None and not self._proc_alive(watch_pid):
+                raise NodeExited(f"the Ray worker node (pid {watch_pid}) of {self.name!r} exited before it "
+                                 f"joined; last lines of {self._logs.get(watch_pid)}:\n{self.log_tail(watch_pid)}")
             time.sleep(0.5)
-        raise BackendError(f"only {seen} of {n} Ray nodes of {self.name!r} came up within {timeout_s:.0f}s")
+        tail = f"; last lines of {self._logs.get(watch_pid)}:\n{self.log_tail(watch_pid)}" if watch_pid else ""
+        raise BackendError(f"only {seen} of {n} Ray nodes of {self.name!r} came up within {timeout_s:.0f}s{tail}")
 
     def alive(self) -> bool:
         return _pid_alive(self.state.head_pid)
