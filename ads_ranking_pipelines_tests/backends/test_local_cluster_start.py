@@ -22,22 +22,19 @@ from ads_ranking_pipelines_tests.conftest import wait_no_processes
 
 
 class NodeKiller(threading.Thread):
-    """Kills the process group of each of the first ``count`` worker nodes (or head nodes) the
-    moment the cluster's state file names it, before it can join."""
+    """Kills Ray nodes of the cluster named in ``state_file`` in the order of ``plan`` ("head" or
+    "worker" each), each the moment the state file names a node of that role it has not killed,
+    before the node can join."""
 
-    def __init__(self, state_file: Path, count: int, role: str = "worker"):
+    def __init__(self, state_file: Path, plan: list[str]):
         super().__init__(daemon=True)
-        self.state_file, self.count, self.role = state_file, count, role
-        self.killed: list[int] = []
+        self.state_file, self.plan = state_file, list(plan)
+        self.killed: list[tuple[str, int]] = []
         self.temp_dirs: list[str] = []
         self.done = threading.Event()
 
-    @property
-    def temp_dir(self) -> str:
-        return self.temp_dirs[-1] if self.temp_dirs else ""
-
     def run(self) -> None:
-        while not self.done.is_set() and len(self.killed) < self.count:
+        while not self.done.is_set() and self.plan:
             try:
                 state = json.loads(self.state_file.read_text())
             except (OSError, ValueError):
@@ -45,17 +42,16 @@ class NodeKiller(threading.Thread):
                 continue
             if state["temp_dir"] not in self.temp_dirs:
                 self.temp_dirs.append(state["temp_dir"])
-            pids = state["worker_pids"] if self.role == "worker" else [state["head_pid"]] if state["head_pid"] else []
-            for pid in pids:
-                if pid not in self.killed and len(self.killed) < self.count:
-                    os.killpg(pid, signal.SIGKILL)
-                    self.killed.append(pid)
+            pids = state["worker_pids"] if self.plan[0] == "worker" else [state["head_pid"]]
+            fresh = [pid for pid in pids if pid and pid not in {k for _, k in self.killed}]
+            if fresh:
+                os.killpg(fresh[0], signal.SIGKILL)
+                self.killed.append((self.plan.pop(0), fresh[0]))
             time.sleep(0.02)
 
 
-def start_with_killer(state_dir: Path, kills: int, role: str = "worker",
-                      ) -> tuple[NodeKiller, LocalRayCluster | None, Exception | None]:
-    killer = NodeKiller(LocalRayCluster.state_file(state_dir, "restart"), kills, role)
+def start_with_killer(state_dir: Path, plan: list[str]) -> tuple[NodeKiller, LocalRayCluster | None, Exception | None]:
+    killer = NodeKiller(LocalRayCluster.state_file(state_dir, "restart"), plan)
     killer.start()
     try:
         return killer, LocalRayCluster.start(ClusterRequest(name="restart", workers=1), state_dir,
@@ -67,14 +63,17 @@ def start_with_killer(state_dir: Path, kills: int, role: str = "worker",
 
 
 @pytest.mark.ray
-def test_a_worker_node_that_dies_before_joining_is_started_again(tmp_path) -> None:
-    killer, cluster, error = start_with_killer(tmp_path / "clusters", kills=1)
+def test_a_dead_head_restarts_the_start_and_a_dead_worker_is_started_again(tmp_path) -> None:
+    killer, cluster, error = start_with_killer(tmp_path / "clusters", ["head", "worker"])
     assert error is None, error
     try:
-        assert len(killer.killed) == 1
+        assert [role for role, _ in killer.killed] == ["head", "worker"]
+        first, second = killer.temp_dirs[0], cluster.state.temp_dir
+        assert first != second and killer.temp_dirs[-1] == second   # the head's death: from scratch
+        assert wait_no_processes(first) == []                       # nothing of the first attempt left
+        (worker,) = cluster.state.worker_pids                        # the worker's death: one more worker
+        assert worker != killer.killed[1][1] and cluster.live_worker_pids() == [worker]
         assert cluster.alive_nodes() == 2
-        (worker,) = cluster.state.worker_pids
-        assert worker not in killer.killed and cluster.live_worker_pids() == [worker]
     finally:
         cluster.stop()
     assert wait_no_processes(cluster.state.temp_dir) == []
@@ -82,24 +81,11 @@ def test_a_worker_node_that_dies_before_joining_is_started_again(tmp_path) -> No
 
 @pytest.mark.ray
 def test_a_worker_node_that_dies_twice_fails_the_start_with_its_log(tmp_path) -> None:
-    killer, cluster, error = start_with_killer(tmp_path / "clusters", kills=2)
+    killer, cluster, error = start_with_killer(tmp_path / "clusters", ["worker", "worker"])
     assert cluster is None and len(killer.killed) == 2
     message = str(error)
     assert "worker node" in message and "exited before the cluster was up" in message, message
     assert "tried 2 times" in message and "last lines of its log" in message, message
     assert "came up within" not in message  # failed on the death, not after the timeout
     assert LocalRayCluster.find("restart", tmp_path / "clusters") is None
-    assert wait_no_processes(killer.temp_dir) == []
-
-
-@pytest.mark.ray
-def test_a_head_node_that_dies_during_start_makes_the_start_begin_again(tmp_path) -> None:
-    killer, cluster, error = start_with_killer(tmp_path / "clusters", kills=1, role="head")
-    assert error is None, error
-    try:
-        assert len(killer.killed) == 1 and cluster.state.head_pid not in killer.killed
-        assert cluster.state.temp_dir != killer.temp_dirs[0] and cluster.alive_nodes() == 2
-        assert wait_no_processes(killer.temp_dirs[0]) == []       # the first attempt is all gone
-    finally:
-        cluster.stop()
-    assert wait_no_processes(cluster.state.temp_dir) == []
+    assert wait_no_processes(killer.temp_dirs[-1]) == []
