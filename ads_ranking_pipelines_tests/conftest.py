@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from ads_ranking_pipelines.backends.local_cluster import wait_for_exit
+from ads_ranking_pipelines.backends.processes import wait_for_exit
 
 
 def wait_no_processes(marker: str, timeout_s: float = 15.0) -> list[int]:

@@ -50,7 +50,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ads_ranking_pipelines.backends.local_cluster import pids_mentioning, wait_for_exit
+from ads_ranking_pipelines.backends.processes import pids_mentioning, wait_for_exit
 from benchmarks._common import FAST_ENV, TMP_ENV, machine_info, versions
 
 REPO = Path(__file__).resolve().parent.parent

@@ -134,7 +134,8 @@ def collect_kuberay(backend: "KubeRayBackend", namespace: str, run_status: RunSt
 def collect_local(state_dir: str | Path, run_status: RunStatus, *, grace_s: float,
                   dry_run: bool = False, now: dt.datetime | None = None) -> list[Garbage]:
     """Find (and unless ``dry_run`` stop) orphaned local session clusters."""
-    from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster, process_alive
+    from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
+    from ads_ranking_pipelines.backends.processes import process_alive
 
     now = now or dt.datetime.now(dt.timezone.utc)
     clusters = {c.name: c for c in LocalRayCluster.list(state_dir)}

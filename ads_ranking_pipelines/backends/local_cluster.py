@@ -30,6 +30,7 @@ import requests
 
 from ads_ranking_pipelines.backends.base import BackendError
 from ads_ranking_pipelines.backends.ports import free_ports
+from ads_ranking_pipelines.backends.processes import pid_alive, pids_mentioning, process_start
 from ads_ranking_pipelines.config.cluster import CPU_POOL_WORKER_CPUS, ClusterRequest
 
 log = logging.getLogger(__name__)
@@ -49,48 +50,6 @@ def _worker_cpus(request: ClusterRequest) -> float:
 
 def _bin_dir() -> str:
     return str(Path(sys.executable).parent)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie child counts as dead
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def pids_mentioning(marker: str) -> list[int]:
-    """PIDs whose command line or environment mentions ``marker`` (our cluster's temp dir)."""
-    found = []
-    me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        for name in ("cmdline", "environ"):
-            try:
-                with open(f"/proc/{entry}/{name}", "rb") as f:
-                    if marker.encode() in f.read():
-                        found.append(int(entry))
-                        break
-            except OSError:
-                break
-    return found
-
-
-def wait_for_exit(marker: str, timeout_s: float, interval_s: float = 0.5) -> list[int]:
-    """Wait until no process mentions ``marker``; returns those still there after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    left = pids_mentioning(marker)
-    while left and time.monotonic() < deadline:
-        time.sleep(interval_s)
-        left = pids_mentioning(marker)
-    return left
 
 
 class NodeExited(BackendError):
@@ -115,26 +74,6 @@ class ClusterState:
     controller_start: str = ""
     run_id: str = ""
     session: bool = False
-
-
-def process_start(pid: int) -> str:
-    """An identity for the process ``pid`` that a reused PID does not share (its start time
-    in clock ticks from /proc); "" when it does not exist or /proc is not there."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-            stat = fh.read()
-    except OSError:
-        return ""
-    return stat.rsplit(")", 1)[-1].split()[19]
-
-
-def process_alive(pid: int, start: str) -> bool:
-    """Whether the process that had ``start`` (:func:`process_start`) as ``pid`` still runs."""
-    if pid <= 0:
-        return False
-    if start:
-        return process_start(pid) == start
-    return _pid_alive(pid)
 
 
 class LocalRayCluster:
@@ -363,7 +302,7 @@ class LocalRayCluster:
         raise BackendError(f"only {seen} of {n} Ray nodes of {self.name!r} came up within {timeout_s:.0f}s{tail}")
 
     def alive(self) -> bool:
-        return _pid_alive(self.state.head_pid)
+        return pid_alive(self.state.head_pid)
 
     def live_worker_pids(self) -> list[int]:
         return [p for p in self.state.worker_pids if self._proc_alive(p)]
@@ -372,7 +311,7 @@ class LocalRayCluster:
         proc = self._procs.get(pid)
         if proc is not None:
             return proc.poll() is None
-        return _pid_alive(pid)
+        return pid_alive(pid)
 
     # ---- healing ---------------------------------------------------------------------------
     def start_monitor(self, interval_s: float = 1.0) -> None:
@@ -409,7 +348,7 @@ class LocalRayCluster:
         while time.monotonic() < deadline:
             if proc is not None and proc.poll() is not None:
                 return
-            if proc is None and not _pid_alive(pid):
+            if proc is None and not pid_alive(pid):
                 return
             time.sleep(0.2)
 

@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster, pids_mentioning
+from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
+from ads_ranking_pipelines.backends.processes import pids_mentioning
 from ads_ranking_pipelines_tests.cli.helpers import cli_env, run_cli
 from ads_ranking_pipelines_tests.conftest import wait_no_processes
 
