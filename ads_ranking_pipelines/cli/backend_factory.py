@@ -10,7 +10,6 @@ callbacks with ``os.environ``.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import os
 import re
 import signal
@@ -223,21 +222,13 @@ def find_local(env: CliEnv, name: str) -> "LocalRayCluster":
 
 def local_info(cluster: "LocalRayCluster", probe: bool = True) -> "ClusterInfo":
     from ads_ranking_pipelines.backends.kuberay import ClusterInfo
+    from ads_ranking_pipelines.backends.local_summary import summarize
 
-    request = ClusterRequest.model_validate(cluster.state.request)
-    alive = cluster.alive()
-    ready = None
-    if alive and probe:
-        with contextlib.suppress(Exception):
-            ready = max(0, cluster.alive_nodes() - 1)
-    created = None
-    with contextlib.suppress(ValueError):
-        created = dt.datetime.fromisoformat(cluster.state.created_at)
+    s = summarize(cluster, probe)
     return ClusterInfo(
-        name=cluster.name, backend="local", owner=cluster.state.owner, pool=request.gpu_pool,
-        gpu_type="none", workers_ready=ready, workers_desired=request.workers,
-        status="running" if alive else "dead", created_at=created,
-        dashboard=cluster.state.dashboard_url,
+        name=cluster.name, backend="local", owner=cluster.state.owner, pool=s.request.gpu_pool,
+        gpu_type="none", workers_ready=s.workers_ready, workers_desired=s.request.workers,
+        status=s.status, created_at=s.created_at, dashboard=cluster.state.dashboard_url,
         detail={"temp_dir": cluster.state.temp_dir, "gcs_address": cluster.state.gcs_address,
                 "head_pid": cluster.state.head_pid, "worker_pids": cluster.state.worker_pids,
                 "request": cluster.state.request},

@@ -8,7 +8,6 @@ file, exactly as ``ads-ranking cluster delete`` does.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import logging
 import threading
@@ -16,6 +15,7 @@ from dataclasses import dataclass
 
 from ads_ranking_pipelines.backends.base import BackendError
 from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
+from ads_ranking_pipelines.backends.local_summary import summarize
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 
 from ads_ranking_pipelines.xray.rows import ClusterRow
@@ -63,20 +63,13 @@ class LocalSource:
         return sorted(rows.values(), key=lambda r: r.name)
 
     def row(self, cluster: LocalRayCluster) -> ClusterRow:
-        request = ClusterRequest.model_validate(cluster.state.request)
-        alive = cluster.alive()
-        ready = None
-        if alive:
-            with contextlib.suppress(Exception):
-                ready = max(0, cluster.alive_nodes() - 1)
-        created = None
-        with contextlib.suppress(ValueError):
-            created = dt.datetime.fromisoformat(cluster.state.created_at)
+        s = summarize(cluster)
+        request, alive = s.request, s.alive
         return ClusterRow(
             name=cluster.name, backend="local", owner=cluster.state.owner, team=request.team,
-            pool=request.gpu_pool, gpu_type="none", workers_ready=ready,
+            pool=request.gpu_pool, gpu_type="none", workers_ready=s.workers_ready,
             workers_desired=request.workers, gpus_per_worker=request.gpus_per_worker,
-            status="running" if alive else "dead", created_at=created,
+            status=s.status, created_at=s.created_at,
             status_detail="head process alive" if alive else "head process gone (stale state file)",
             dashboard=cluster.state.dashboard_url,
             dagster_run_id=getattr(cluster.state, "run_id", "") or None,
