@@ -105,12 +105,14 @@ async def review_cluster(request: Request) -> Response:
     manifest = None
     if result.values["backend"] == "kuberay" and svc.kuberay:
         try:
-            manifest = cli_render.dump(svc.kuberay.render(result.resolved), "yaml")
+            manifest = cli_render.dump(svc.kuberay.render(
+                result.resolved, notebook=forms.notebook_support(result.values)), "yaml")
         except RequestError as exc:  # rules only the rendered manifest can break
             result.errors.append(request_error(exc))
             return _form(request, result, 400)
     return render(request, "review.html", req=result.request, backend=result.values["backend"],
-                  manifest=manifest, values=result.values)
+                  manifest=manifest, values=result.values,
+                  notebook=forms.notebook_support(result.values))
 
 
 async def create_cluster(request: Request) -> Response:
@@ -122,7 +124,8 @@ async def create_cluster(request: Request) -> Response:
         result.fields.add("name")
     if not result.ok:
         return _form(request, result, 400)
-    await run_in_threadpool(svc.create, result.values["backend"], result.resolved)
+    await run_in_threadpool(svc.create, result.values["backend"], result.resolved,
+                            forms.notebook_support(result.values))
     target = f"/clusters/{result.request.name}?" + urlencode(
         {"backend": result.values["backend"], "notice": f"creating {result.request.name}",
          **({"namespace": result.request.namespace} if result.values["backend"] == "kuberay" else {})})
@@ -154,8 +157,15 @@ async def notebook_start(request: Request) -> Response:
     await check_csrf(request, form)
     row = await run_in_threadpool(svc.find, ref_from(request))
     owner = str(form.get("owner") or svc.settings.default_owner).strip()[:63]
-    await run_in_threadpool(svc.start_notebook, row, owner)
-    return RedirectResponse(cluster_url(row) + "&notice=notebook+started", status_code=303)
+    started = await run_in_threadpool(svc.start_notebook, row, owner)
+    if row.backend == "local":
+        return RedirectResponse(cluster_url(row) + "&notice=notebook+started", status_code=303)
+    # KubeRay: the token is shown on this answer only (no redirect carrying it, not cached).
+    context = await _cluster_context(request)
+    response = render(request, "cluster.html", fragment_url=action_url(context["row"], "fragment"),
+                      started=started, **{**context, "notice": "notebook started"})
+    response.headers["Cache-Control"] = "no-store"
+    return response
 
 
 async def notebook_stop(request: Request) -> Response:

@@ -28,7 +28,12 @@ T = TypeVar("T")
 SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY},{nb.LABEL_COMPONENT}={nb.COMPONENT}"
 
 
-class NotebookUnsupported(BackendError):
+class NotebookConflict(BackendError):
+    """The notebook cannot start in the cluster's present state (one runs already, a Secret
+    was left behind, the cluster is being deleted)."""
+
+
+class NotebookUnsupported(NotebookConflict):
     """The cluster was created without notebook support."""
 
 
@@ -126,12 +131,12 @@ class KubeRayNotebooks:
         deleted again. Jupyter starts on the head once the kubelet has projected the Secret."""
         cluster = self._cluster(namespace, name)
         if (cluster.get("metadata") or {}).get("deletionTimestamp"):
-            raise BackendError(f"RayCluster {namespace}/{name} is being deleted")
+            raise NotebookConflict(f"RayCluster {namespace}/{name} is being deleted")
         if not nb.has_notebook_support(cluster):
             raise NotebookUnsupported(unsupported_message(namespace, name))
         running = self.list(namespace).get(name)
         if running is not None:
-            raise BackendError(f"a notebook already runs on {namespace}/{name}, started by "
+            raise NotebookConflict(f"a notebook already runs on {namespace}/{name}, started by "
                                f"{running.owner} at {running.started_at}; its token was shown "
                                "once, to whoever started it. Stop it and start a new one for a "
                                "new link")
@@ -141,7 +146,7 @@ class KubeRayNotebooks:
         try:
             self.ctx.client.create_core("secrets", namespace, nb.notebook_secret(cluster, token))
         except Conflict:
-            raise BackendError(f"Secret {namespace}/{secret_name} already exists (left by an "
+            raise NotebookConflict(f"Secret {namespace}/{secret_name} already exists (left by an "
                                "interrupted start or stop); stop the notebook to remove it, "
                                "then start again") from None
         except KubeError as exc:
