@@ -65,8 +65,11 @@ class XraySettings:
 
 def kube_settings(environ: Mapping[str, str], *, context: str | None, in_cluster: bool,
                   namespaces: Sequence[str], kuberay: bool | None) -> KubeSettings:
-    """KubeRay is on when asked (``kuberay``), or by default when a kubeconfig exists."""
+    """KubeRay is on when asked (``kuberay``), or by default when a kubeconfig exists or the
+    pod's service account is to be used (``--in-cluster`` or ``ADS_RANKING_KUBE_IN_CLUSTER``,
+    which the Helm chart sets for X-Ray's pod)."""
     config_file = environ.get("KUBECONFIG") or None
+    in_cluster = in_cluster or Settings.from_environ(environ).kube_in_cluster
     if kuberay is None:
         default_config = Path(environ.get("HOME", "~")).expanduser() / ".kube" / "config"
         kuberay = bool(in_cluster or context or config_file or default_config.is_file())
