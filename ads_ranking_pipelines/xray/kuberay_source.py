@@ -94,24 +94,27 @@ class KubeRaySource:
             return self._backend
 
     def rows(self) -> tuple[list[ClusterRow], list[str]]:
+        """Rows of the configured namespaces, or of every namespace (``all_namespaces``)."""
+        scopes: tuple[str | None, ...] = (None,) if self.kube.all_namespaces else self.namespaces
         rows, notes = [], []
-        for ns in self.namespaces:
+        for ns in scopes:
+            where = f"KubeRay namespace {ns}" if ns else "KubeRay (all namespaces)"
             try:
-                infos = self.client().list_clusters(ns)
+                found = [self.row(i) for i in self.client().list_clusters(ns)]
             except Exception as exc:  # noqa: BLE001 - see the module docstring
-                notes.append(f"KubeRay namespace {ns}: {api_error(exc)}")
+                notes.append(f"{where}: {api_error(exc)}")
                 continue
-            found = [self.row(i) for i in infos]
             rows.extend(found)
-            if any(r.extra.get("notebook_support") for r in found):
-                try:
-                    notebooks = self.client().list_notebooks(ns)
-                except Exception as exc:  # noqa: BLE001 - see the module docstring
-                    notes.append(f"KubeRay namespace {ns}: notebooks unknown: {api_error(exc, 'Services')}")
-                    continue
-                for row in found:
-                    if row.name in notebooks:
-                        self.attach(row, notebooks[row.name])
+            if not any(r.extra.get("notebook_support") for r in found):
+                continue
+            try:
+                notebooks = self.client().list_notebooks(ns)
+            except Exception as exc:  # noqa: BLE001 - see the module docstring
+                notes.append(f"{where}: notebooks unknown: {api_error(exc, 'Services')}")
+                continue
+            for row in found:
+                if (row.namespace, row.name) in notebooks:
+                    self.attach(row, notebooks[(row.namespace, row.name)])
         return rows, notes
 
     @staticmethod
@@ -141,7 +144,7 @@ class KubeRaySource:
         obj, pods = self.client().get_cluster(namespace, name)
         row = self.row(cluster_info(obj))
         if row.extra["notebook_support"]:
-            notebook = self.client().list_notebooks(namespace).get(name)
+            notebook = self.client().list_notebooks(namespace).get((namespace, name))
             if notebook is not None:
                 self.attach(row, notebook)
         pod_rows = [{"name": p["metadata"]["name"],

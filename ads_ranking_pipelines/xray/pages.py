@@ -15,7 +15,7 @@ from ads_ranking_pipelines.config import messages as cli_render
 from ads_ranking_pipelines.config.messages import request_error
 from ads_ranking_pipelines.config.validation import RequestError
 from ads_ranking_pipelines.xray import forms
-from ads_ranking_pipelines.xray.rows import Filters
+from ads_ranking_pipelines.xray.rows import Filters, scopes
 from ads_ranking_pipelines.xray.security import SESSION_COOKIE, check_csrf, login_check, session_value
 from ads_ranking_pipelines.xray.web import (
     action_url,
@@ -35,6 +35,7 @@ async def index(request: Request) -> Response:
     query = urlencode(filters.query())
     return render(request, "index.html", rows=filters.apply(rows), notes=notes, filters=filters,
                   pools=svc.catalog.names(), statuses=STATUSES,
+                  scopes=scopes(rows, svc.namespaces),
                   query=f"?{query}" if query else "")
 
 

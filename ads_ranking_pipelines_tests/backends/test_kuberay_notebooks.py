@@ -58,7 +58,8 @@ def test_start_list_stop_and_delete_with_the_cluster(fake_apiserver: FakeKubeApi
     assert {"secretName": secret["metadata"]["name"], "optional": True, "defaultMode": 0o440,
             "items": [{"key": "token", "path": "token"}]} in [v.get("secret") for v in volumes]
 
-    (info,) = backend.list_notebooks(NS).values()
+    ((key, info),) = backend.list_notebooks(NS).items()
+    assert key == (NS, NAME) and backend.list_notebooks(None) == {key: info}
     assert (info.cluster, info.owner) == (NAME, "Bob <bob@example.com>")
     assert token not in repr(info)
     with pytest.raises(BackendError, match="already runs on .* started by Bob"):

@@ -6,14 +6,17 @@ Service and Secret go with it); a cluster without support says why and what is v
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from ads_ranking_pipelines.backends.kuberay.client import RAYCLUSTERS
+from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.settings import Settings
 from ads_ranking_pipelines.xray.app import create_app
 from ads_ranking_pipelines.xray.security import CSRF_COOKIE
@@ -33,17 +36,24 @@ with warnings.catch_warnings():
 NS = "ads-ranking"
 
 
-@pytest.fixture
-def client(fake_apiserver: FakeKubeApiServer, tmp_path: Path):
-    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", fake_apiserver, context="fake")
+@contextlib.contextmanager
+def xray_client(fake: FakeKubeApiServer, home: Path, **kube: object) -> Iterator[TestClient]:
+    kubeconfig = write_kubeconfig(home / "kubeconfig", fake, context="fake")
+    kube.setdefault("namespaces", (NS,))
     settings = XraySettings(
         host="127.0.0.1", port=8080, token=None, dagster_url="http://dagster:3000",
-        settings=Settings.from_environ({"ADS_RANKING_HOME": str(tmp_path), "KUBECONFIG": kubeconfig,
+        settings=Settings.from_environ({"ADS_RANKING_HOME": str(home), "KUBECONFIG": kubeconfig,
                                         "ADS_RANKING_RAY_IMAGE": RAY_IMAGE}),
-        default_owner="alice", kube=KubeSettings(enabled=True, context="fake", namespaces=(NS,)))
+        default_owner="alice", kube=KubeSettings(enabled=True, context="fake", **kube))
     with TestClient(create_app(settings, {}), base_url="http://127.0.0.1:8080") as c:
         c.get("/")
         c.headers["X-CSRF-Token"] = c.cookies[CSRF_COOKIE]
+        yield c
+
+
+@pytest.fixture
+def client(fake_apiserver: FakeKubeApiServer, tmp_path: Path):
+    with xray_client(fake_apiserver, tmp_path) as c:
         yield c
 
 
@@ -132,3 +142,35 @@ def test_cluster_without_notebook_support_explains(client: TestClient,
     assert fake.names("services") == fake.names("secrets") == []
     client.post(f"/api/clusters/plain/delete?backend=kuberay&namespace={NS}")
     wait_until(lambda: not fake.names(RAYCLUSTERS), 10, 0.05, what="deleted")
+
+
+def test_all_namespaces_lists_every_namespace_with_a_namespace_filter(
+        fake_apiserver: FakeKubeApiServer, tmp_path: Path) -> None:
+    """``--all-namespaces`` (the chart's xray.crossNamespace): one cluster-wide list of
+    RayClusters and of notebook Services; the table filters by namespace; creating stays in
+    the configured namespace."""
+    from ads_ranking_pipelines_tests.backends.kuberay_helpers import make_backend
+
+    fake = fake_apiserver
+    backend = make_backend(fake)
+    for ns, name in (("team-a", "a1"), (NS, "b1")):
+        backend.create_cluster(ClusterRequest(name=name, owner="ann", workers=1, namespace=ns),
+                               notebook=True)
+    backend.start_notebook("team-a", "a1", "ann")
+    with xray_client(fake, tmp_path, all_namespaces=True) as c:
+        listing = c.get("/api/clusters").json()
+        assert sorted((r["namespace"], r["name"]) for r in listing["clusters"]) == [
+            (NS, "b1"), ("team-a", "a1")]
+        assert listing["notes"] == []
+        (a1,) = [r for r in listing["clusters"] if r["name"] == "a1"]
+        assert a1["notebook"]["owner"] == "ann"
+        only_a = c.get("/api/clusters?namespace=team-a").json()["clusters"]
+        assert [r["name"] for r in only_a] == ["a1"]
+        page = c.get("/?namespace=team-a").text
+        assert '<option value="team-a" selected>' in page and 'data-cluster="b1"' not in page
+        assert c.get("/api/clusters?namespace=local").json()["clusters"] == []
+    assert fake.count("GET", r"^/apis/ray\.io/v1/rayclusters$") >= 1  # cluster-wide, not per ns
+    assert fake.count("GET", r"/namespaces/team-a/rayclusters$") == 0
+    for ns, name in (("team-a", "a1"), (NS, "b1")):
+        backend.delete_cluster(ns, name)
+    assert fake.leftovers() == []

@@ -124,7 +124,7 @@ class KubeRayBackend(RayBackend):
                            timeout_s: float | None = None) -> ClusterInfo:
         return self.clusters.wait_cluster_ready(namespace, name, timeout_s)
 
-    def list_clusters(self, namespace: str) -> list[ClusterInfo]:
+    def list_clusters(self, namespace: str | None) -> list[ClusterInfo]:
         return self.clusters.list_clusters(namespace)
 
     def get_cluster(self, namespace: str, name: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -138,7 +138,7 @@ class KubeRayBackend(RayBackend):
         return self.clusters.submit_to_cluster(namespace, cluster_name, job, owner=owner)
 
     # ---- notebooks on long-lived clusters (X-Ray) ---------------------------------------------
-    def list_notebooks(self, namespace: str) -> dict[str, NotebookInfo]:
+    def list_notebooks(self, namespace: str | None) -> dict[tuple[str, str], NotebookInfo]:
         return self.notebooks.list(namespace)
 
     def start_notebook(self, namespace: str, cluster_name: str, owner: str) -> StartedNotebook:

@@ -310,7 +310,16 @@ class KubeRayClient:
                               _request_timeout=self.request_timeout_s),
                           require(GROUP, f"{plural}/status", "get"))
 
-    def list(self, plural: str, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
+    def list(self, plural: str, namespace: str | None, label_selector: str = "") -> list[dict[str, Any]]:
+        """Objects of one namespace, or (``namespace`` None) of every namespace - which needs
+        ``list`` granted cluster-wide (the chart's X-Ray ClusterRole)."""
+        if namespace is None:
+            result = self._call(f"list {plural} in all namespaces",
+                                lambda: self._custom.list_cluster_custom_object(
+                                    GROUP, VERSION, plural, label_selector=label_selector,
+                                    _request_timeout=self.request_timeout_s),
+                                require(GROUP, plural, "list"))
+            return list(result.get("items") or [])
         result = self._call(f"list {plural} in {namespace}",
                             lambda: self._custom.list_namespaced_custom_object(
                                 GROUP, VERSION, namespace, plural, label_selector=label_selector,
@@ -445,11 +454,15 @@ class KubeRayClient:
         _discard(response)
         return True
 
-    def list_services(self, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
-        """Services as plain dicts in the API's field names."""
-        result = self._call(f"list services in {namespace}",
-                            lambda: self._core.list_namespaced_service(
-                                namespace, label_selector=label_selector,
-                                _request_timeout=self.request_timeout_s),
+    def list_services(self, namespace: str | None, label_selector: str = "") -> list[dict[str, Any]]:
+        """Services as plain dicts in the API's field names; ``namespace`` None: every
+        namespace (``list`` granted cluster-wide)."""
+        if namespace is None:
+            call = lambda: self._core.list_service_for_all_namespaces(  # noqa: E731
+                label_selector=label_selector, _request_timeout=self.request_timeout_s)
+        else:
+            call = lambda: self._core.list_namespaced_service(  # noqa: E731
+                namespace, label_selector=label_selector, _request_timeout=self.request_timeout_s)
+        result = self._call(f"list services in {namespace or 'all namespaces'}", call,
                             require(CORE_GROUP, "services", "list"))
         return [self.api_client.sanitize_for_serialization(s) for s in result.items or []]

@@ -98,9 +98,10 @@ class RayClusters:
 
         return self.ctx.poll_status(RAYCLUSTERS, namespace, name, timeout_s, ready, late)
 
-    def list_clusters(self, namespace: str) -> list[ClusterInfo]:
+    def list_clusters(self, namespace: str | None) -> list[ClusterInfo]:
+        """Our RayClusters in ``namespace`` (None: every namespace, cluster-wide ``list``)."""
         objs = self.ctx.client.list(RAYCLUSTERS, namespace, f"{LABEL_MANAGED_BY}={MANAGED_BY}")
-        return sorted((cluster_info(o) for o in objs), key=lambda c: c.name)
+        return sorted((cluster_info(o) for o in objs), key=lambda c: (c.namespace or "", c.name))
 
     def get_cluster(self, namespace: str, name: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The RayCluster and its pods."""

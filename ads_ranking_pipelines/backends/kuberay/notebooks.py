@@ -97,9 +97,10 @@ class KubeRayNotebooks:
         except KubeError as exc:
             raise BackendError(f"could not {what}: {exc}") from None
 
-    def list(self, namespace: str) -> dict[str, NotebookInfo]:
-        """The running notebooks of ``namespace`` by cluster name."""
-        services = self._api(f"list notebook Services in {namespace}",
+    def list(self, namespace: str | None) -> dict[tuple[str, str], NotebookInfo]:
+        """The running notebooks of ``namespace`` (None: of every namespace) by
+        ``(namespace, cluster name)``."""
+        services = self._api(f"list notebook Services in {namespace or 'all namespaces'}",
                              lambda: self.ctx.client.list_services(namespace, SELECTOR))
         found = {}
         for svc in services:
@@ -108,8 +109,9 @@ class KubeRayNotebooks:
             if not cluster or meta.get("name") != nb.service_name(cluster):
                 continue
             notes = meta.get("annotations") or {}
-            found[cluster] = NotebookInfo(
-                cluster=cluster, namespace=namespace, service=meta["name"],
+            found[(meta.get("namespace") or namespace or "", cluster)] = NotebookInfo(
+                cluster=cluster, namespace=meta.get("namespace") or namespace or "",
+                service=meta["name"],
                 owner=notes.get(nb.ANNOTATION_OWNER, "unknown"),
                 started_at=notes.get(nb.ANNOTATION_STARTED_AT) or str(meta.get("creationTimestamp") or ""))
         return found
@@ -134,7 +136,7 @@ class KubeRayNotebooks:
             raise NotebookConflict(f"RayCluster {namespace}/{name} is being deleted")
         if not nb.has_notebook_support(cluster):
             raise NotebookUnsupported(unsupported_message(namespace, name))
-        running = self.list(namespace).get(name)
+        running = self.list(namespace).get((namespace, name))
         if running is not None:
             raise NotebookConflict(f"a notebook already runs on {namespace}/{name}, started by "
                                f"{running.owner} at {running.started_at}; its token was shown "
@@ -169,7 +171,7 @@ class KubeRayNotebooks:
         """Delete the cluster's notebook Service and token Secret; False when neither existed."""
         self._cluster(namespace, name)
         client, deleted = self.ctx.client, False
-        if name in self.list(namespace):  # only a Service that carries our labels
+        if (namespace, name) in self.list(namespace):  # only a Service with our labels
             service = nb.service_name(name)
             deleted |= self._api(f"delete Service {namespace}/{service}",
                                  lambda: client.delete_core("services", namespace, service))

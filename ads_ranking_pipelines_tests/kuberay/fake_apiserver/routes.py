@@ -6,6 +6,7 @@ our code uses, answered from the object store.
 * ``/apis/ray.io/v1/namespaces/{ns}/{plural}/{name}/status`` - get
 * ``/api/v1/namespaces/{ns}/pods`` (``labelSelector``), ``/pods/{name}``, ``/pods/{name}/log``
 * ``/api/v1/namespaces/{ns}/events`` (``fieldSelector``)
+* ``/apis/ray.io/v1/{plural}`` and ``/api/v1/{services|secrets}`` - list across namespaces
 * ``/api/v1/namespaces/{ns}/{services|secrets}`` - list (``labelSelector``), create;
   ``/{name}`` - get, delete. Created objects are validated strictly with
   ``kubernetes-validate`` (the ``fieldValidation=Strict`` the client asks for); a Secret's
@@ -42,6 +43,9 @@ _CR_ITEM = re.compile(r"^/apis/ray\.io/v1/namespaces/([^/]+)/(rayjobs|raycluster
 _PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods$")
 _POD = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)(/log)?$")
 _EVENTS = re.compile(r"^/api/v1/namespaces/([^/]+)/events$")
+# Cluster-wide lists (every namespace), as a ClusterRole with ``list`` allows them.
+_CR_ALL = re.compile(r"^/apis/ray\.io/v1/(rayjobs|rayclusters)$")
+_CORE_ALL = re.compile(r"^/api/v1/(services|secrets)$")
 _CORE_COLLECTION = re.compile(r"^/api/v1/namespaces/([^/]+)/(services|secrets)$")
 _CORE_ITEM = re.compile(r"^/api/v1/namespaces/([^/]+)/(services|secrets)/([^/]+)$")
 CORE_KINDS = {"services": "Service", "secrets": "Secret"}
@@ -89,6 +93,16 @@ class ApiRoutes(ObjectStore):
     def _route(self, method: str, path: str, query: dict[str, list[str]], body: Any
                ) -> tuple[int, Any, dict[str, str]]:
         selector = (query.get("labelSelector") or [""])[0]
+        all_ns = _CR_ALL.match(path) or _CORE_ALL.match(path)
+        if all_ns and method == "GET":
+            plural = all_ns[1]
+            items = [copy.deepcopy(o) for (p, _, _), o in sorted(self.objects.items())
+                     if p == plural and matches_selector(o["metadata"].get("labels") or {}, selector)]
+            kind = KINDS.get(plural) or CORE_KINDS[plural]
+            return 200, {"apiVersion": "ray.io/v1" if plural in KINDS else "v1",
+                         "kind": kind + "List",
+                         "metadata": {"resourceVersion": str(self._resource_version)},
+                         "items": items}, {}
         if m := _CR_COLLECTION.match(path):
             ns, plural = m[1], m[2]
             if method == "GET":
