@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import base64
 import logging
+import re
 
 import pytest
 
 from ads_ranking_pipelines.backends.base import BackendError
 from ads_ranking_pipelines.backends.kuberay.client import RAYCLUSTERS
 from ads_ranking_pipelines.backends.kuberay.notebooks import NotebookUnsupported
+from ads_ranking_pipelines.backends.kuberay.permissions import NOTEBOOK_PERMISSIONS, PERMISSIONS
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines_tests.backends.kuberay_helpers import NS, assert_nothing_left, make_backend
 from ads_ranking_pipelines_tests.kuberay import crd_schema
@@ -26,9 +28,20 @@ NAME = "nb-cluster"
 REQUEST = ClusterRequest(name=NAME, owner="alice", workers=1)
 
 
-def all_text(fake: FakeKubeApiServer, but: tuple[str, str] = ("", "")) -> str:
+_PATH = re.compile(r"^/apis?/(?:(ray\.io)/)?v1/(?:namespaces/[^/]+/)?([a-z]+)(?:/([^/]+))?(/status|/log)?$")
+
+
+def api_calls(fake: FakeKubeApiServer) -> set[tuple[str, str, str]]:
+    """The (API group, resource, RBAC verb) of every request the fake answered."""
+    calls = set()
     with fake.lock:
-        return repr([o for k, o in fake.objects.items() if k[:1] + k[2:] != but])
+        for method, path, _ in fake.requests:
+            m = _PATH.match(path)
+            assert m, path
+            group, resource, name, sub = m[1] or "", m[2], m[3], m[4] or ""
+            verb = {"POST": "create", "DELETE": "delete"}.get(method, "get" if name else "list")
+            calls.add((group, resource + sub, verb))
+    return calls
 
 
 def test_start_list_stop_and_delete_with_the_cluster(fake_apiserver: FakeKubeApiServer,
@@ -82,6 +95,11 @@ def test_start_list_stop_and_delete_with_the_cluster(fake_apiserver: FakeKubeApi
     for t in (token, second.token):
         assert t not in caplog.text
     assert fake.count("GET", r"/secrets") == 0
+    # Every call made is in the RBAC tables the chart renders; Secrets only created/deleted.
+    calls = api_calls(fake)
+    assert calls <= {p.key for p in PERMISSIONS + NOTEBOOK_PERMISSIONS}
+    assert {c for c in calls if c[1] == "secrets"} == {("", "secrets", "create"),
+                                                      ("", "secrets", "delete")}
     assert_nothing_left(fake)
 
 
