@@ -102,7 +102,10 @@ class KubeRaySource:
             try:
                 found = [self.row(i) for i in self.client().list_clusters(ns)]
             except Exception as exc:  # noqa: BLE001 - see the module docstring
-                notes.append(f"{where}: {api_error(exc)}")
+                hint = ("; --all-namespaces needs list granted cluster-wide (the chart's "
+                        "xray.crossNamespace), or list namespaces with -n instead"
+                        if ns is None and "HTTP 403" in api_error(exc) else "")
+                notes.append(f"{where}: {api_error(exc)}{hint}")
                 continue
             rows.extend(found)
             if not any(r.extra.get("notebook_support") for r in found):

@@ -169,6 +169,13 @@ def test_all_namespaces_lists_every_namespace_with_a_namespace_filter(
         page = c.get("/?namespace=team-a").text
         assert '<option value="team-a" selected>' in page and 'data-cluster="b1"' not in page
         assert c.get("/api/clusters?namespace=local").json()["clusters"] == []
+    fake.inject("GET", r"^/apis/ray\.io/v1/rayclusters$", 403, times=None, reason="Forbidden",
+                message='rayclusters.ray.io is forbidden: User "xray" cannot list resource '
+                        '"rayclusters" at the cluster scope')
+    with xray_client(fake, tmp_path, all_namespaces=True) as c:
+        (note,) = c.get("/api/clusters").json()["notes"]
+        assert note.startswith("KubeRay (all namespaces): forbidden") and "xray.crossNamespace" in note
+    fake.clear_faults()
     assert fake.count("GET", r"^/apis/ray\.io/v1/rayclusters$") >= 1  # cluster-wide, not per ns
     assert fake.count("GET", r"/namespaces/team-a/rayclusters$") == 0
     for ns, name in (("team-a", "a1"), (NS, "b1")):
