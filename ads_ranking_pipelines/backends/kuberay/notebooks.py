@@ -81,7 +81,7 @@ def unsupported_message(namespace: str, name: str) -> str:
             "head, and adding it to a running cluster would change the head pod - KubeRay would "
             "not restart it, or (upgradeStrategy Recreate) would restart every pod and end the "
             "cluster's jobs. Valid: a cluster created with notebook support (X-Ray's create form: "
-            "'Notebook support' ticked)")
+            "'Notebook support' ticked, or `ads-ranking cluster create --notebook`)")
 
 
 class KubeRayNotebooks:
