@@ -145,15 +145,10 @@ class KubeRaySource:
         from ads_ranking_pipelines.backends.kuberay import cluster_info
 
         obj, pods = self.client().get_cluster(namespace, name)
-        row = self.row(cluster_info(obj))
-        if row.extra["notebook_support"]:
-            notebook = self.client().list_notebooks(namespace).get((namespace, name))
-            if notebook is not None:
-                self.attach(row, notebook)
         pod_rows = [{"name": p["metadata"]["name"],
                      "node_type": (p["metadata"].get("labels") or {}).get("ray.io/node-type"),
                      "phase": (p.get("status") or {}).get("phase")} for p in pods]
-        return row, pod_rows
+        return self.row(cluster_info(obj)), pod_rows
 
     # ---- jobs ------------------------------------------------------------------------------
     def jobs(self, namespace: str, name: str) -> list[JobRow]:
