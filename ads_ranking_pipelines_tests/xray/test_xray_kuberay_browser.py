@@ -186,6 +186,7 @@ def start_and_stop_a_notebook(page, server, fake) -> None:
     page.goto(server.url + "/")
     mine = page.locator('tr[data-cluster="alice-l4"]')
     expect(mine.locator(".notebook-owner")).to_have_text("nora")
+    screenshot(page, "xray-kuberay-table-notebook.png")
     assert token not in page.content()
     assert token not in requests.get(f"{server.url}/api/clusters", timeout=10).text
     page.goto(cluster_page)
