@@ -69,6 +69,9 @@ BACKEND = typer.Option(None, "--backend", help="local or kuberay; default $ADS_R
                        "or local.")
 CONTEXT = typer.Option(None, "--context", help="kubeconfig context (kuberay).")
 IN_CLUSTER = typer.Option(False, "--in-cluster", help="Use the pod's service account (kuberay).")
+NOTEBOOK = typer.Option(False, "--notebook", help="KubeRay: the head can serve a Jupyter notebook, "
+                        "started and stopped later from X-Ray without restarting it (cannot be "
+                        "added to a running cluster).")
 
 
 def _request(env: CliEnv, **options: Any) -> ResolvedRequest:
@@ -83,7 +86,7 @@ def render_cmd(
     cpus_per_worker: Optional[float] = CPUS, memory: Optional[str] = MEMORY,
     head_cpus: float = HEAD_CPUS, head_memory: str = HEAD_MEMORY, owner: Optional[str] = OWNER,
     name: Optional[str] = NAME, image: Optional[str] = IMAGE, namespace: Optional[str] = NAMESPACE,
-    label: Optional[list[str]] = LABEL, autoscaling: bool = AUTOSCALING,
+    label: Optional[list[str]] = LABEL, autoscaling: bool = AUTOSCALING, notebook: bool = NOTEBOOK,
     kind: str = typer.Option("raycluster", "--kind", help="raycluster or rayjob"),
     entrypoint: Optional[str] = typer.Option(None, "--entrypoint",
                                              help="The job's command (--kind rayjob)."),
@@ -92,12 +95,16 @@ def render_cmd(
     output: render.Output = typer.Option(render.Output.yaml, "--output", "-o", help="yaml or json"),
 ) -> None:
     """Print the manifest for a cluster request. No API calls."""
+    from ads_ranking_pipelines.kuberay.notebook import with_notebook
     from ads_ranking_pipelines.kuberay.raycluster import build_raycluster
     from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
 
     env = cli_env(ctx)
     if kind not in ("raycluster", "rayjob"):
         fail(f"invalid --kind={kind!r}; valid: raycluster, rayjob", EXIT_INVALID)
+    if notebook and kind != "raycluster":
+        fail(f"invalid --notebook with --kind={kind!r}: a RayJob's cluster ends with its job; "
+             "valid: --kind raycluster", EXIT_INVALID)
     resolved = _request(env, name=name, owner=owner, gpu_pool=gpu_pool, workers=workers,
                         gpus_per_worker=gpus_per_worker, cpus_per_worker=cpus_per_worker,
                         memory=memory, head_cpus=head_cpus, head_memory=head_memory, image=image,
@@ -105,6 +112,7 @@ def render_cmd(
     try:
         if kind == "raycluster":
             manifest = build_raycluster(resolved)
+            manifest = with_notebook(manifest) if notebook else manifest
         else:
             if not entrypoint:
                 fail("invalid --entrypoint (entrypoint) = None: required with --kind rayjob; "
@@ -126,7 +134,7 @@ def create(
     name: Optional[str] = NAME, image: Optional[str] = IMAGE, namespace: Optional[str] = NAMESPACE,
     label: Optional[list[str]] = LABEL, autoscaling: bool = AUTOSCALING,
     backend: Optional[str] = BACKEND, context: Optional[str] = CONTEXT,
-    in_cluster: bool = IN_CLUSTER,
+    in_cluster: bool = IN_CLUSTER, notebook: bool = NOTEBOOK,
     wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait until the cluster is ready."),
     timeout: float = typer.Option(900.0, "--timeout", help="Seconds to wait for readiness."),
     output: render.TableOutput = typer.Option(render.TableOutput.table, "--output", "-o"),
@@ -134,6 +142,9 @@ def create(
     """Create a long-lived Ray cluster and (by default) wait until it is ready."""
     env = cli_env(ctx)
     which = backend_choice(env, backend)
+    if notebook and which != "kuberay":
+        fail(f"invalid --notebook with --backend {which}: local clusters start a notebook from "
+             "X-Ray at any time; valid: --backend kuberay, or no --notebook", EXIT_INVALID)
     resolved = _request(env, name=name, owner=owner, gpu_pool=gpu_pool, workers=workers,
                         gpus_per_worker=gpus_per_worker, cpus_per_worker=cpus_per_worker,
                         memory=memory, head_cpus=head_cpus, head_memory=head_memory, image=image,
@@ -153,7 +164,8 @@ def create(
 
             kr = kuberay_backend(env, kube, on_status=progress)
             with errors_to_exit_codes(), sigterm_as_interrupt():
-                info = kr.create_cluster(resolved, wait=wait, timeout_s=timeout)
+                info = kr.create_cluster(resolved, wait=wait, timeout_s=timeout,
+                                         notebook=notebook)
     _print_infos([info], output)
     if output is render.TableOutput.table:
         err.print(f"cluster {info.name} {'ready' if wait else 'created'} ({which}); "

@@ -13,6 +13,13 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_
                   help="X-Ray: one web page for every Ray cluster.")
 
 
+def _kube_scope(kube: object) -> str:
+    names = ", ".join(kube.namespaces)  # type: ignore[attr-defined]
+    if kube.all_namespaces:  # type: ignore[attr-defined]
+        return f"all namespaces, creating in {names}"
+    return f"namespaces {names}"
+
+
 @app.command()
 def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Bind address; anything but loopback "
@@ -29,6 +36,10 @@ def serve(
     namespace: Optional[list[str]] = typer.Option(None, "--namespace", "-n", help="KubeRay "
                                                   "namespace to list (repeatable); default "
                                                   "$ADS_RANKING_NAMESPACE or ads-ranking."),
+    all_namespaces: bool = typer.Option(False, "--all-namespaces", "-A", help="List KubeRay "
+                                        "clusters in every namespace (needs list granted "
+                                        "cluster-wide: the chart's xray.crossNamespace); "
+                                        "--namespace still says where to create."),
     context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context (kuberay)."),
     in_cluster: bool = typer.Option(False, "--in-cluster", help="Use the pod's service account."),
 ) -> None:
@@ -40,7 +51,8 @@ def serve(
         fail(f"invalid --port = {port}; valid: 1..65535", EXIT_INVALID)
     environ = dict(os.environ)
     kube = kube_settings(environ, context=context, in_cluster=in_cluster,
-                         namespaces=namespace or [], kuberay=kuberay)
+                         namespaces=namespace or [], kuberay=kuberay,
+                         all_namespaces=all_namespaces)
     settings = make_settings(environ, host=host, port=port, token=token,
                              dagster_url=dagster_url, kube=kube)
     try:
@@ -48,6 +60,6 @@ def serve(
     except UnsafeBind as exc:
         fail(str(exc), EXIT_INVALID)
     typer.echo(f"X-Ray on http://{host}:{port}/ (local state {settings.settings.state_dir}; "
-               f"KubeRay {'namespaces ' + ', '.join(kube.namespaces) if kube.enabled else 'off'})",
+               f"KubeRay {_kube_scope(kube) if kube.enabled else 'off'})",
                err=True)
     run_server(settings, environ)

@@ -1,19 +1,36 @@
 """A Jupyter server on the Ray head of a RayCluster, reachable through its own Service.
 
-Pure: manifests in, manifests out. Two pieces hook into the one template:
+Pure: manifests in, manifests out. Notebook support is chosen when a cluster is created, so
+that starting and stopping a notebook later never touches the head pod:
 
 * :func:`with_notebook` takes a rendered RayCluster (``build_raycluster``) and returns a copy
-  whose head container also runs Jupyter: it opens the ``jupyter`` port and, through KubeRay's
-  documented ``ray.io/overwrite-container-cmd`` annotation (v1.1+), runs
-  ``ulimit -n 65536; jupyter lab … & $KUBERAY_GEN_RAY_START_CMD``. KubeRay still generates the
+  whose head container also runs a small supervisor next to Ray. Through KubeRay's documented
+  ``ray.io/overwrite-container-cmd`` annotation (v1.1+) the head runs
+  ``ulimit -n 65536; <supervisor> & $KUBERAY_GEN_RAY_START_CMD``: KubeRay still generates the
   ``ray start`` command and hands it over in ``KUBERAY_GEN_RAY_START_CMD``, so Ray starts
-  exactly as without a notebook.
-* :func:`notebook_service` is the ``v1`` Service selecting that head pod (the labels KubeRay
-  puts on it: ``ray.io/cluster`` and ``ray.io/node-type: head``) on the ``jupyter`` port.
+  exactly as without a notebook. The supervisor runs ``jupyter lab`` while the token file of
+  the (optional) Secret volume exists, and stops it when the file goes away or changes.
+  The cluster is labelled ``ads-ranking.io/notebook: enabled``.
+* Starting a notebook = creating :func:`notebook_secret` (a fresh token, made by the caller)
+  and :func:`notebook_service` (ClusterIP, selecting the head pod on the ``jupyter`` port).
+  The kubelet projects the Secret into the running head pod (mounted Secrets are updated in
+  place; an ``optional`` Secret that does not exist is an empty volume), so Jupyter starts
+  within the kubelet's sync period (about a minute) without restarting anything.
+  Stopping = deleting both; the kubelet removes the file and the supervisor stops Jupyter.
+* Both carry an ``ownerReference`` to the RayCluster, so Kubernetes' garbage collector deletes
+  them with the cluster. ``blockOwnerDeletion`` is not set: it would need ``update`` on
+  ``rayclusters/finalizers`` under the OwnerReferencesPermissionEnforcement admission plugin.
 
-Jupyter's token comes from a Secret (key ``token``) through ``JUPYTER_TOKEN``: only the
-Secret's name is rendered, never a token. The image must contain ``jupyterlab``. Kernels on
-the head reach Ray with a plain ``ray.init()`` (``RAY_ADDRESS=auto``); KubeRay injects the
+Why not add Jupyter to a running cluster: the head's pod template would change. KubeRay v1.7
+does not recreate pods when a RayCluster's template changes (``spec.upgradeStrategy.type``
+``None``, the default) and with ``Recreate`` it recreates *every* pod, which ends the Ray
+cluster and its running jobs (no GCS fault tolerance here). So a cluster created without
+notebook support cannot get one; X-Ray says so instead of offering a button.
+
+The token is only ever in the Secret (and in the caller's answer to whoever started the
+notebook): the RayCluster names the Secret, nothing here renders a token into a manifest
+that could be written to disk. The image must contain ``jupyterlab`` (the project's does).
+Kernels reach Ray with a plain ``ray.init()`` (``RAY_ADDRESS=auto``); KubeRay injects the
 cluster's Ray auth token into the container as it does for Ray itself.
 """
 
@@ -24,6 +41,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
+from ads_ranking_pipelines.config.validation import MANAGED_LABEL_PREFIX
 from ads_ranking_pipelines.kuberay.labels import LABEL_MANAGED_BY, LABEL_OWNER, MANAGED_BY
 from ads_ranking_pipelines.kuberay.pod import HEAD_CONTAINER_NAME
 
@@ -31,10 +49,24 @@ NOTEBOOK_PORT = 8888
 NOTEBOOK_PORT_NAME = "jupyter"
 TOKEN_SECRET_KEY = "token"
 OVERWRITE_CMD_ANNOTATION = "ray.io/overwrite-container-cmd"
+# On the RayCluster: created with notebook support. On the Service and Secret: what they are.
+LABEL_NOTEBOOK = MANAGED_LABEL_PREFIX + "notebook"
+NOTEBOOK_ENABLED = "enabled"
+LABEL_COMPONENT = "app.kubernetes.io/component"
+COMPONENT = "notebook"
+LABEL_CLUSTER = MANAGED_LABEL_PREFIX + "cluster"
+# On the Service: who started the notebook and when (annotations: any text).
+ANNOTATION_OWNER = MANAGED_LABEL_PREFIX + "notebook-owner"
+ANNOTATION_STARTED_AT = MANAGED_LABEL_PREFIX + "notebook-started-at"
 # Labels KubeRay puts on the pods it creates (ray-operator/controllers/ray/utils/constant.go).
 RAY_CLUSTER_LABEL = "ray.io/cluster"
 RAY_NODE_TYPE_LABEL = "ray.io/node-type"
 NOTEBOOK_ROOT = "/home/ray"
+TOKEN_VOLUME = "notebook-token"
+TOKEN_DIR = "/var/run/secrets/ads-ranking/notebook"
+TOKEN_FILE = f"{TOKEN_DIR}/{TOKEN_SECRET_KEY}"
+TOKEN_FILE_MODE = 0o440  # owner root, group = the pod's fsGroup (Ray's group)
+POLL_S = 5
 # Same file-descriptor limit KubeRay sets before its own `ray start`.
 ULIMIT = "ulimit -n 65536"
 
@@ -44,14 +76,35 @@ def service_name(cluster_name: str) -> str:
     return f"{cluster_name}-notebook"
 
 
-def jupyter_command(root_dir: str = NOTEBOOK_ROOT) -> str:
-    """The shell line the head container runs: Jupyter in the background, then Ray's own
-    ``ray start --block`` (generated by KubeRay) in the foreground."""
+def secret_name(cluster_name: str) -> str:
+    """``<cluster>-notebook-token`` (at most 62 characters)."""
+    return f"{cluster_name}-notebook-token"
+
+
+def has_notebook_support(raycluster: Mapping[str, Any]) -> bool:
+    labels = (raycluster.get("metadata") or {}).get("labels") or {}
+    return labels.get(LABEL_NOTEBOOK) == NOTEBOOK_ENABLED
+
+
+def jupyter_command(root_dir: str = NOTEBOOK_ROOT, token_file: str = TOKEN_FILE,
+                    poll_s: float = POLL_S) -> str:
+    """The shell line the head container runs: the Jupyter supervisor in the background, then
+    Ray's own ``ray start --block`` (generated by KubeRay) in the foreground.
+
+    Jupyter reads its token from the file (``JUPYTER_TOKEN_FILE``), so the token is never on a
+    command line nor in the container's environment."""
     jupyter = shlex.join([
         "jupyter", "lab", "--no-browser", "--ip=0.0.0.0", f"--port={NOTEBOOK_PORT}",
         "--ServerApp.port_retries=0", f"--ServerApp.root_dir={root_dir}",
     ])
-    return f"{ULIMIT}; {jupyter} & $KUBERAY_GEN_RAY_START_CMD"
+    f = shlex.quote(token_file)
+    supervisor = (
+        f"while true; do if [ -s {f} ]; then sum=$(cksum < {f}); "
+        f"RAY_ADDRESS=auto JUPYTER_TOKEN_FILE={f} {jupyter} & pid=$!; "
+        f"while kill -0 $pid 2>/dev/null && [ -s {f} ] && [ \"$(cksum < {f})\" = \"$sum\" ]; "
+        f"do sleep {poll_s:g}; done; kill $pid 2>/dev/null; wait $pid; fi; sleep {poll_s:g}; done"
+    )
+    return f"{ULIMIT}; ( {supervisor} ) & $KUBERAY_GEN_RAY_START_CMD"
 
 
 def _head_container(spec: dict[str, Any]) -> dict[str, Any]:
@@ -62,41 +115,97 @@ def _head_container(spec: dict[str, Any]) -> dict[str, Any]:
     return containers[0]
 
 
-def with_notebook(raycluster: Mapping[str, Any], token_secret_name: str) -> dict[str, Any]:
-    """A copy of ``raycluster`` whose head container also serves Jupyter on ``jupyter``."""
+def _replace(items: list[dict[str, Any]] | None, item: dict[str, Any]) -> list[dict[str, Any]]:
+    return [i for i in items or [] if i.get("name") != item["name"]] + [item]
+
+
+def with_notebook(raycluster: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``raycluster`` whose head can serve Jupyter on ``jupyter`` once the token
+    Secret (:func:`secret_name`) exists; nothing runs until then."""
     manifest = copy.deepcopy(dict(raycluster))
-    annotations = manifest["metadata"].setdefault("annotations", {})
-    annotations[OVERWRITE_CMD_ANNOTATION] = "true"
+    meta = manifest["metadata"]
+    meta.setdefault("annotations", {})[OVERWRITE_CMD_ANNOTATION] = "true"
+    meta.setdefault("labels", {})[LABEL_NOTEBOOK] = NOTEBOOK_ENABLED
+    pod = manifest["spec"]["headGroupSpec"]["template"]["spec"]
     head = _head_container(manifest["spec"])
     head["command"] = ["/bin/bash", "-lc", "--"]
     head["args"] = [jupyter_command()]
-    ports = [p for p in head.get("ports", []) if p.get("name") != NOTEBOOK_PORT_NAME]
-    ports.append({"containerPort": NOTEBOOK_PORT, "name": NOTEBOOK_PORT_NAME, "protocol": "TCP"})
-    head["ports"] = ports
-    env = [e for e in head.get("env", []) if e.get("name") not in ("JUPYTER_TOKEN", "RAY_ADDRESS")]
-    env.append({"name": "JUPYTER_TOKEN", "valueFrom": {"secretKeyRef": {
-        "name": token_secret_name, "key": TOKEN_SECRET_KEY}}})
-    env.append({"name": "RAY_ADDRESS", "value": "auto"})
-    head["env"] = env
+    head["ports"] = _replace(head.get("ports"), {
+        "containerPort": NOTEBOOK_PORT, "name": NOTEBOOK_PORT_NAME, "protocol": "TCP"})
+    head["volumeMounts"] = _replace(head.get("volumeMounts"), {
+        "name": TOKEN_VOLUME, "mountPath": TOKEN_DIR, "readOnly": True})
+    pod["volumes"] = _replace(pod.get("volumes"), {"name": TOKEN_VOLUME, "secret": {
+        "secretName": secret_name(meta["name"]), "optional": True,
+        "defaultMode": TOKEN_FILE_MODE,
+        "items": [{"key": TOKEN_SECRET_KEY, "path": TOKEN_SECRET_KEY}]}})
     return manifest
 
 
-def notebook_service(raycluster: Mapping[str, Any]) -> dict[str, Any]:
-    """The ClusterIP Service in front of the head pod's Jupyter port (same labels as the
-    RayCluster, so owner/team/pool show on it too)."""
+def owner_reference(raycluster: Mapping[str, Any]) -> dict[str, Any]:
+    """An ownerReference to the live RayCluster (it must carry the API server's ``uid``)."""
     meta = raycluster["metadata"]
-    labels = dict(meta.get("labels") or {})
-    labels.setdefault(LABEL_MANAGED_BY, MANAGED_BY)
+    if not meta.get("uid"):
+        raise ValueError(f"RayCluster {meta.get('name')!r} has no uid: pass the object read "
+                         "back from the API server, not a rendered manifest")
+    return {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": meta["name"],
+            "uid": meta["uid"]}
+
+
+def _metadata(raycluster: Mapping[str, Any], name: str) -> dict[str, Any]:
+    meta = raycluster["metadata"]
+    cluster_labels = meta.get("labels") or {}
+    labels = {k: v for k, v in cluster_labels.items() if k.startswith(MANAGED_LABEL_PREFIX)
+              or k == LABEL_MANAGED_BY}
+    labels.update({LABEL_MANAGED_BY: MANAGED_BY, LABEL_COMPONENT: COMPONENT,
+                   LABEL_CLUSTER: meta["name"]})
+    labels.pop(LABEL_NOTEBOOK, None)
     labels.setdefault(LABEL_OWNER, "unknown")
+    out: dict[str, Any] = {"name": name, "namespace": meta["namespace"], "labels": labels}
+    if meta.get("uid"):
+        out["ownerReferences"] = [owner_reference(raycluster)]
+    return out
+
+
+def notebook_service(raycluster: Mapping[str, Any], *, owner: str | None = None,
+                     started_at: str | None = None) -> dict[str, Any]:
+    """The ClusterIP Service in front of the head pod's Jupyter port. Its labels are the
+    cluster's own (owner, team, pool) plus ``app.kubernetes.io/component: notebook`` - never
+    ``ray.io/*``, which KubeRay uses to find the cluster's head Service. ``owner`` and
+    ``started_at`` (who started the notebook, when) are annotations."""
+    meta = _metadata(raycluster, service_name(raycluster["metadata"]["name"]))
+    notes = {k: v for k, v in ((ANNOTATION_OWNER, owner), (ANNOTATION_STARTED_AT, started_at)) if v}
+    if notes:
+        meta["annotations"] = notes
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": service_name(meta["name"]), "namespace": meta["namespace"],
-                     "labels": labels},
+        "metadata": meta,
         "spec": {
             "type": "ClusterIP",
-            "selector": {RAY_CLUSTER_LABEL: meta["name"], RAY_NODE_TYPE_LABEL: "head"},
+            "selector": {RAY_CLUSTER_LABEL: raycluster["metadata"]["name"],
+                         RAY_NODE_TYPE_LABEL: "head"},
             "ports": [{"name": NOTEBOOK_PORT_NAME, "port": NOTEBOOK_PORT,
                        "targetPort": NOTEBOOK_PORT_NAME, "protocol": "TCP"}],
         },
     }
+
+
+def notebook_secret(raycluster: Mapping[str, Any], token: str) -> dict[str, Any]:
+    """The Secret holding Jupyter's ``token``. Built in memory and sent to the API server only:
+    never write it to disk or log it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _metadata(raycluster, secret_name(raycluster["metadata"]["name"])),
+        "type": "Opaque",
+        "stringData": {TOKEN_SECRET_KEY: token},
+    }
+
+
+def in_cluster_url(namespace: str, cluster_name: str) -> str:
+    return f"http://{service_name(cluster_name)}.{namespace}.svc:{NOTEBOOK_PORT}/lab"
+
+
+def port_forward_command(namespace: str, cluster_name: str) -> str:
+    return (f"kubectl -n {shlex.quote(namespace)} port-forward "
+            f"svc/{service_name(cluster_name)} {NOTEBOOK_PORT}")

@@ -100,7 +100,8 @@ async def create(request: Request) -> Response:
     if values["backend"] == "local" and svc.local.name_taken(result.request.name):
         return JSONResponse({"error": f"a local cluster named {result.request.name!r} is running",
                              "fields": ["name"]}, 409)
-    await run_in_threadpool(svc.create, values["backend"], result.resolved)
+    await run_in_threadpool(svc.create, values["backend"], result.resolved,
+                            forms.notebook_support(values))
     return JSONResponse({"name": result.request.name, "backend": values["backend"],
                          "status": "creating"}, 202)
 
@@ -118,9 +119,10 @@ async def notebook_start(request: Request) -> Response:
     await check_csrf(request)
     row = await run_in_threadpool(svc.find, ref_from(request))
     owner = (request.query_params.get("owner") or svc.settings.default_owner).strip()[:63]
-    state = await run_in_threadpool(svc.start_notebook, row, owner)
-    return JSONResponse({"cluster": row.name, "owner": state.owner, "url": state.url,
-                         "pid": state.pid})
+    started = await run_in_threadpool(svc.start_notebook, row, owner)
+    # The one answer that carries a KubeRay notebook's token: never cached.
+    return JSONResponse({"cluster": row.name, **started.to_json()},
+                        headers={"Cache-Control": "no-store"})
 
 
 async def notebook_stop(request: Request) -> Response:

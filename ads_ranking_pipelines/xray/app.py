@@ -13,6 +13,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ads_ranking_pipelines.backends.base import BackendError
+from ads_ranking_pipelines.backends.kuberay.notebooks import NotebookConflict
 from ads_ranking_pipelines.xray import api, pages
 from ads_ranking_pipelines.xray.notebooks import NotebookError
 from ads_ranking_pipelines.xray.security import CsrfError, SecurityMiddleware
@@ -42,6 +43,10 @@ async def _csrf(request: Request, exc: Exception) -> Response:
     return _error(request, 403, "Refused", str(exc))
 
 
+async def _notebook_conflict(request: Request, exc: Exception) -> Response:
+    return _error(request, 409, "Notebook not started", str(exc))
+
+
 async def _backend(request: Request, exc: Exception) -> Response:
     return _error(request, 502, "Backend error", str(exc))
 
@@ -56,7 +61,8 @@ def create_app(settings: XraySettings, environ: Mapping[str, str]) -> Starlette:
         routes=[*pages.routes, *api.routes, Route("/healthz", _healthz),
                 Mount("/static", StaticFiles(directory=static), name="static")],
         exception_handlers={NotFound: _not_found, Ambiguous: _ambiguous, CsrfError: _csrf,
-                            BackendError: _backend, NotebookError: _backend},
+                            BackendError: _backend, NotebookError: _backend,
+                            NotebookConflict: _notebook_conflict},
     )
     app.state.service = XrayService(settings, environ)
     app.state.templates = make_templates()

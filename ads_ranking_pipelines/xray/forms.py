@@ -29,7 +29,14 @@ from ads_ranking_pipelines.config.validation import (
 FIELDS: dict[str, str] = {
     "backend": "local", "name": "", "owner": "", "gpu_pool": "", "workers": "1",
     "gpus_per_worker": "0", "cpus_per_worker": "", "memory_per_worker": "", "namespace": "",
+    "notebook": "",
 }
+# The "Notebook support" checkbox (KubeRay; local clusters can always start a notebook).
+NOTEBOOK_YES, NOTEBOOK_NO = ("yes", "on", "true", "1"), ("", "no", "off", "false", "0")
+
+
+def notebook_support(values: Mapping[str, str]) -> bool:
+    return values.get("backend") == "kuberay" and values.get("notebook", "").lower() in NOTEBOOK_YES
 
 
 @dataclass
@@ -85,6 +92,10 @@ def parse_request(values: dict[str, str], catalog: PoolCatalog, backends: tuple[
                   namespaces: tuple[str, ...], settings: Settings) -> FormResult:
     result = FormResult(values)
     backend = values["backend"]
+    if values["notebook"].lower() not in NOTEBOOK_YES + NOTEBOOK_NO:
+        result.errors.append(f"invalid notebook = {values['notebook']!r}; valid: yes, no")
+        result.fields.add("notebook")
+        return result
     if backend not in backends:
         result.errors.append(f"invalid --backend = {backend!r}; valid: {', '.join(backends)}")
         result.fields.add("backend")

@@ -1,6 +1,7 @@
 """Managed RayClusters on KubeRay, over the KubeRay backend's public methods (the ones
-``ads-ranking cluster`` uses): list per namespace, get with pods, create, delete, RayJobs on a
-cluster and their submitter logs.
+``ads-ranking cluster`` uses): list per namespace, get with pods, create (optionally with
+notebook support), delete, RayJobs on a cluster and their submitter logs, and notebooks
+(start / list / stop: ``backends/kuberay/notebooks.py``).
 
 A namespace the user may not read (403) is reported as a note, not an error page. API errors
 are caught broadly here on purpose: the client module is being moved, and only its ``status``
@@ -15,16 +16,18 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ads_ranking_pipelines.backends.kuberay import ClusterInfo, KubeRayBackend, job_status_from_rayjob
+from ads_ranking_pipelines.backends.kuberay.notebooks import NotebookInfo, StartedNotebook
 from ads_ranking_pipelines.backends.kuberay.status import CLUSTER_NAME_LABEL
 from ads_ranking_pipelines.config.settings import Settings
 from ads_ranking_pipelines.config.validation import ResolvedRequest
 from ads_ranking_pipelines.config.pools import PoolCatalog
 from ads_ranking_pipelines.kuberay.labels import LABEL_DAGSTER_RUN_ID, LABEL_TEAM
+from ads_ranking_pipelines.kuberay.notebook import has_notebook_support, with_notebook
 from ads_ranking_pipelines.kuberay.pod import GPU_RESOURCE
 from ads_ranking_pipelines.kuberay.raycluster import build_raycluster
 
 from ads_ranking_pipelines.xray.local_jobs import JobRow
-from ads_ranking_pipelines.xray.rows import ClusterRow
+from ads_ranking_pipelines.xray.rows import ClusterRow, Notebook
 from ads_ranking_pipelines.xray.settings import KubeSettings
 
 
@@ -56,10 +59,10 @@ def _time(text: str | None) -> float | None:
         return None
 
 
-def api_error(exc: Exception) -> str:
-    status = getattr(exc, "status", None)
-    if status == 403:
-        return "forbidden: you may not list RayClusters here (HTTP 403)"
+def api_error(exc: Exception, what: str = "RayClusters") -> str:
+    status = getattr(exc, "status", None) or getattr(exc.__cause__, "status", None)
+    if status == 403 or "HTTP 403" in str(exc):
+        return f"forbidden: you may not list {what} here (HTTP 403)"
     return " ".join(str(exc).split())
 
 
@@ -91,15 +94,38 @@ class KubeRaySource:
             return self._backend
 
     def rows(self) -> tuple[list[ClusterRow], list[str]]:
+        """Rows of the configured namespaces, or of every namespace (``all_namespaces``)."""
+        scopes: tuple[str | None, ...] = (None,) if self.kube.all_namespaces else self.namespaces
         rows, notes = [], []
-        for ns in self.namespaces:
+        for ns in scopes:
+            where = f"KubeRay namespace {ns}" if ns else "KubeRay (all namespaces)"
             try:
-                infos = self.client().list_clusters(ns)
+                found = [self.row(i) for i in self.client().list_clusters(ns)]
             except Exception as exc:  # noqa: BLE001 - see the module docstring
-                notes.append(f"KubeRay namespace {ns}: {api_error(exc)}")
+                hint = ("; --all-namespaces needs list granted cluster-wide (the chart's "
+                        "xray.crossNamespace), or list namespaces with -n instead"
+                        if ns is None and "HTTP 403" in api_error(exc) else "")
+                notes.append(f"{where}: {api_error(exc)}{hint}")
                 continue
-            rows.extend(self.row(i) for i in infos)
+            rows.extend(found)
+            if not any(r.extra.get("notebook_support") for r in found):
+                continue
+            try:
+                notebooks = self.client().list_notebooks(ns)
+            except Exception as exc:  # noqa: BLE001 - see the module docstring
+                notes.append(f"{where}: notebooks unknown: {api_error(exc, 'Services')}")
+                continue
+            for row in found:
+                if (row.namespace, row.name) in notebooks:
+                    self.attach(row, notebooks[(row.namespace, row.name)])
         return rows, notes
+
+    @staticmethod
+    def attach(row: ClusterRow, info: NotebookInfo) -> None:
+        """The notebook as everyone sees it: owner and address, no token."""
+        row.notebook = Notebook(owner=info.owner, url=info.url, state="running",
+                                started_at=info.started_at)
+        row.extra["notebook_port_forward"] = info.port_forward
 
     @staticmethod
     def row(info: ClusterInfo) -> ClusterRow:
@@ -112,6 +138,7 @@ class KubeRaySource:
             gpus_per_worker=_gpus_per_worker(obj.get("spec") or {}), status=info.status,
             created_at=info.created_at, status_detail=_conditions(obj.get("status") or {}),
             dashboard=info.dashboard, dagster_run_id=labels.get(LABEL_DAGSTER_RUN_ID),
+            extra={"notebook_support": has_notebook_support(obj)},
         )
 
     def describe(self, namespace: str, name: str) -> tuple[ClusterRow, list[dict[str, Any]]]:
@@ -142,12 +169,21 @@ class KubeRaySource:
         return self.client().job_logs(namespace, job, follow=True)
 
     # ---- create / delete -------------------------------------------------------------------
-    def render(self, resolved: ResolvedRequest) -> dict[str, Any]:
-        """The manifest ``create`` sends (``ads-ranking cluster render`` prints the same)."""
-        return build_raycluster(resolved)
+    def render(self, resolved: ResolvedRequest, notebook: bool = False) -> dict[str, Any]:
+        """The manifest ``create`` sends (``ads-ranking cluster render`` prints the same
+        without notebook support)."""
+        manifest = build_raycluster(resolved)
+        return with_notebook(manifest) if notebook else manifest
 
-    def create(self, resolved: ResolvedRequest) -> ClusterRow:
-        return self.row(self.client().create_cluster(resolved, wait=False))
+    def create(self, resolved: ResolvedRequest, notebook: bool = False) -> ClusterRow:
+        return self.row(self.client().create_cluster(resolved, wait=False, notebook=notebook))
+
+    # ---- notebooks -------------------------------------------------------------------------
+    def start_notebook(self, namespace: str, name: str, owner: str) -> StartedNotebook:
+        return self.client().start_notebook(namespace, name, owner)
+
+    def stop_notebook(self, namespace: str, name: str) -> bool:
+        return self.client().stop_notebook(namespace, name)
 
     def delete(self, namespace: str, name: str) -> bool:
         return self.client().delete_cluster(namespace, name, wait=False)

@@ -15,7 +15,7 @@ from ads_ranking_pipelines.config import messages as cli_render
 from ads_ranking_pipelines.config.messages import request_error
 from ads_ranking_pipelines.config.validation import RequestError
 from ads_ranking_pipelines.xray import forms
-from ads_ranking_pipelines.xray.rows import Filters
+from ads_ranking_pipelines.xray.rows import Filters, scopes
 from ads_ranking_pipelines.xray.security import SESSION_COOKIE, check_csrf, login_check, session_value
 from ads_ranking_pipelines.xray.web import (
     action_url,
@@ -35,6 +35,7 @@ async def index(request: Request) -> Response:
     query = urlencode(filters.query())
     return render(request, "index.html", rows=filters.apply(rows), notes=notes, filters=filters,
                   pools=svc.catalog.names(), statuses=STATUSES,
+                  scopes=scopes(rows, svc.namespaces),
                   query=f"?{query}" if query else "")
 
 
@@ -105,12 +106,14 @@ async def review_cluster(request: Request) -> Response:
     manifest = None
     if result.values["backend"] == "kuberay" and svc.kuberay:
         try:
-            manifest = cli_render.dump(svc.kuberay.render(result.resolved), "yaml")
+            manifest = cli_render.dump(svc.kuberay.render(
+                result.resolved, notebook=forms.notebook_support(result.values)), "yaml")
         except RequestError as exc:  # rules only the rendered manifest can break
             result.errors.append(request_error(exc))
             return _form(request, result, 400)
     return render(request, "review.html", req=result.request, backend=result.values["backend"],
-                  manifest=manifest, values=result.values)
+                  manifest=manifest, values=result.values,
+                  notebook=forms.notebook_support(result.values))
 
 
 async def create_cluster(request: Request) -> Response:
@@ -122,7 +125,8 @@ async def create_cluster(request: Request) -> Response:
         result.fields.add("name")
     if not result.ok:
         return _form(request, result, 400)
-    await run_in_threadpool(svc.create, result.values["backend"], result.resolved)
+    await run_in_threadpool(svc.create, result.values["backend"], result.resolved,
+                            forms.notebook_support(result.values))
     target = f"/clusters/{result.request.name}?" + urlencode(
         {"backend": result.values["backend"], "notice": f"creating {result.request.name}",
          **({"namespace": result.request.namespace} if result.values["backend"] == "kuberay" else {})})
@@ -154,8 +158,15 @@ async def notebook_start(request: Request) -> Response:
     await check_csrf(request, form)
     row = await run_in_threadpool(svc.find, ref_from(request))
     owner = str(form.get("owner") or svc.settings.default_owner).strip()[:63]
-    await run_in_threadpool(svc.start_notebook, row, owner)
-    return RedirectResponse(cluster_url(row) + "&notice=notebook+started", status_code=303)
+    started = await run_in_threadpool(svc.start_notebook, row, owner)
+    if row.backend == "local":
+        return RedirectResponse(cluster_url(row) + "&notice=notebook+started", status_code=303)
+    # KubeRay: the token is shown on this answer only (no redirect carrying it, not cached).
+    context = await _cluster_context(request)
+    response = render(request, "cluster.html", fragment_url=action_url(context["row"], "fragment"),
+                      started=started, **{**context, "notice": "notebook started"})
+    response.headers["Cache-Control"] = "no-store"
+    return response
 
 
 async def notebook_stop(request: Request) -> Response:

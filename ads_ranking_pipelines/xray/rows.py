@@ -85,24 +85,37 @@ class ClusterRow:
         return data
 
 
+LOCAL_SCOPE = "local"  # the namespace filter's value for the local backend's clusters
+
+
 @dataclass(frozen=True)
 class Filters:
     owner: str = ""
     pool: str = ""
     status: str = ""
+    namespace: str = ""  # a KubeRay namespace, or "local"
+
+    KEYS = ("owner", "pool", "status", "namespace")
 
     @classmethod
     def from_query(cls, query: Mapping[str, str]) -> "Filters":
-        return cls(*(str(query.get(k) or "").strip() for k in ("owner", "pool", "status")))
+        return cls(*(str(query.get(k) or "").strip() for k in cls.KEYS))
 
     def keep(self, row: ClusterRow) -> bool:
+        scope = row.namespace if row.backend == "kuberay" else LOCAL_SCOPE
         return ((not self.owner or self.owner.lower() in row.owner.lower())
                 and (not self.pool or row.pool == self.pool)
-                and (not self.status or row.status == self.status))
+                and (not self.status or row.status == self.status)
+                and (not self.namespace or scope == self.namespace))
 
     def apply(self, rows: Iterable[ClusterRow]) -> list[ClusterRow]:
         return [r for r in rows if self.keep(r)]
 
     def query(self) -> dict[str, str]:
-        return {k: v for k, v in (("owner", self.owner), ("pool", self.pool),
-                                  ("status", self.status)) if v}
+        return {k: getattr(self, k) for k in self.KEYS if getattr(self, k)}
+
+
+def scopes(rows: Iterable[ClusterRow], configured: Iterable[str]) -> list[str]:
+    """The namespace filter's choices: "local" and every KubeRay namespace seen or configured."""
+    seen = {r.namespace for r in rows if r.backend == "kuberay" and r.namespace}
+    return [LOCAL_SCOPE, *sorted(seen | set(configured))]

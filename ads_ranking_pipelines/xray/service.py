@@ -8,7 +8,7 @@ routes call it in Starlette's thread pool.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ads_ranking_pipelines.config.validation import ResolvedRequest
@@ -48,6 +48,22 @@ class ClusterRef:
 
 def _notebook(state: NotebookState) -> Notebook:
     return Notebook(owner=state.owner, url=state.url, state="running", started_at=state.started_at)
+
+
+@dataclass(frozen=True)
+class StartedNotebook:
+    """The answer to a start call: the only place a KubeRay notebook's token is shown."""
+
+    backend: str
+    owner: str
+    url: str
+    started_at: str
+    pid: int | None = None  # local: the Jupyter process
+    local_url: str | None = None  # KubeRay: after `kubectl port-forward`
+    port_forward: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
 
 
 class XrayService:
@@ -113,9 +129,9 @@ class XrayService:
         return self.kuberay.follow_log(row.namespace or "", job_id)
 
     # ---- changing --------------------------------------------------------------------------
-    def create(self, backend: str, resolved: ResolvedRequest) -> None:
+    def create(self, backend: str, resolved: ResolvedRequest, notebook: bool = False) -> None:
         if backend == "kuberay" and self.kuberay:
-            self.kuberay.create(resolved)
+            self.kuberay.create(resolved, notebook=notebook)
         else:
             self.local.create(resolved.request)
 
@@ -125,11 +141,19 @@ class XrayService:
         self.notebooks.stop(row.name)
         return self.local.delete(row.name)
 
-    def start_notebook(self, row: ClusterRow, owner: str) -> NotebookState:
-        cluster = self.local.find(row.name) if row.backend == "local" else None
+    def start_notebook(self, row: ClusterRow, owner: str) -> StartedNotebook:
+        if row.backend == "kuberay" and self.kuberay:
+            started = self.kuberay.start_notebook(row.namespace or "", row.name, owner)
+            return StartedNotebook("kuberay", started.info.owner, started.url,
+                                   started.info.started_at, local_url=started.local_url,
+                                   port_forward=started.info.port_forward)
+        cluster = self.local.find(row.name)
         if cluster is None:
-            raise NotFound(f"notebooks start on local clusters; {row.name!r} is on {row.backend}")
-        return self.notebooks.start(cluster, owner)
+            raise NotFound(f"cluster {row.name!r} is gone")
+        state = self.notebooks.start(cluster, owner)
+        return StartedNotebook("local", state.owner, state.url, state.started_at, pid=state.pid)
 
     def stop_notebook(self, row: ClusterRow) -> bool:
+        if row.backend == "kuberay" and self.kuberay:
+            return self.kuberay.stop_notebook(row.namespace or "", row.name)
         return self.notebooks.stop(row.name)

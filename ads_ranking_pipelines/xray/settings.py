@@ -40,6 +40,9 @@ class KubeSettings:
     in_cluster: bool = False
     config_file: str | None = None
     namespaces: tuple[str, ...] = (DEFAULT_NAMESPACE,)
+    # List in every namespace (the chart's ClusterRole, xray.crossNamespace); ``namespaces``
+    # are still where clusters are created.
+    all_namespaces: bool = False
 
 
 @dataclass(frozen=True)
@@ -64,16 +67,20 @@ class XraySettings:
 
 
 def kube_settings(environ: Mapping[str, str], *, context: str | None, in_cluster: bool,
-                  namespaces: Sequence[str], kuberay: bool | None) -> KubeSettings:
-    """KubeRay is on when asked (``kuberay``), or by default when a kubeconfig exists."""
+                  namespaces: Sequence[str], kuberay: bool | None,
+                  all_namespaces: bool = False) -> KubeSettings:
+    """KubeRay is on when asked (``kuberay``), or by default when a kubeconfig exists or the
+    pod's service account is to be used (``--in-cluster`` or ``ADS_RANKING_KUBE_IN_CLUSTER``,
+    which the Helm chart sets for X-Ray's pod)."""
     config_file = environ.get("KUBECONFIG") or None
+    in_cluster = in_cluster or Settings.from_environ(environ).kube_in_cluster
     if kuberay is None:
         default_config = Path(environ.get("HOME", "~")).expanduser() / ".kube" / "config"
         kuberay = bool(in_cluster or context or config_file or default_config.is_file())
     names = tuple(dict.fromkeys(namespaces)) or (
         environ.get(NAMESPACE_ENV) or DEFAULT_NAMESPACE,)
     return KubeSettings(enabled=kuberay, context=context, in_cluster=in_cluster,
-                        config_file=config_file, namespaces=names)
+                        config_file=config_file, namespaces=names, all_namespaces=all_namespaces)
 
 
 def default_owner(environ: Mapping[str, str]) -> str:

@@ -177,3 +177,19 @@ def test_bad_setting_names_the_variable(tmp_path) -> None:
     result = run_cli("cluster", "list", env=cli_env(tmp_path, ADS_RANKING_RAYJOB_DELETION="never"))
     assert result.returncode == 2
     assert "invalid ADS_RANKING_RAYJOB_DELETION='never'; valid: rules, shutdown" in result.stderr
+
+
+def test_render_with_notebook_support(tmp_path) -> None:
+    """``--notebook``: the RayCluster X-Ray's create form sends with *Notebook support*; strictly
+    valid, naming the token Secret; refused with a RayJob."""
+    crd_schema.require_crds()
+    env = cli_env(tmp_path)
+    cluster = yaml.safe_load(ok(run_cli("cluster", "render", "--name", "nb", "--workers", "1",
+                                        "--notebook", env=env)).stdout)
+    crd_schema.assert_valid(cluster)
+    assert cluster["metadata"]["labels"]["ads-ranking.io/notebook"] == "enabled"
+    volumes = cluster["spec"]["headGroupSpec"]["template"]["spec"]["volumes"]
+    assert {"nb-notebook-token"} == {v["secret"]["secretName"] for v in volumes if "secret" in v}
+    bad = run_cli("cluster", "render", "--kind", "rayjob", "--entrypoint", "true", "--notebook",
+                  env=env)
+    assert bad.returncode == 2 and "invalid --notebook with --kind='rayjob'" in bad.stderr

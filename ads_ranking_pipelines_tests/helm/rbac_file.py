@@ -16,12 +16,20 @@ from pathlib import Path
 
 import yaml
 
-from ads_ranking_pipelines.backends.kuberay.permissions import PERMISSIONS, rbac_rules
+from ads_ranking_pipelines.backends.kuberay.permissions import (
+    NOTEBOOK_PERMISSIONS,
+    PERMISSIONS,
+    ApiPermission,
+    rbac_rules,
+)
 
 CHART_DIR = Path(__file__).resolve().parents[2] / "helm" / "ads-ranking-pipelines"
 RULES_FILE = CHART_DIR / "files" / "kuberay-rbac.yaml"
+NOTEBOOK_RULES_FILE = CHART_DIR / "files" / "xray-notebook-rbac.yaml"
 README = CHART_DIR.parent / "README.md"
 TABLE_START, TABLE_END = "<!-- rbac-table:start -->\n", "<!-- rbac-table:end -->"
+NOTEBOOK_TABLE_START = "<!-- xray-notebook-rbac-table:start -->\n"
+NOTEBOOK_TABLE_END = "<!-- xray-notebook-rbac-table:end -->"
 
 HEADER = """\
 # GENERATED from ads_ranking_pipelines/backends/kuberay/permissions.py (rbac_rules()).
@@ -31,18 +39,22 @@ HEADER = """\
 """
 
 
-def rules_file_text() -> str:
-    """What ``files/kuberay-rbac.yaml`` must hold for the backend's current table."""
-    return HEADER + yaml.safe_dump({"rules": rbac_rules()}, sort_keys=False)
+def rules_file_text(permissions: tuple[ApiPermission, ...] = PERMISSIONS) -> str:
+    """What ``files/kuberay-rbac.yaml`` (or, for :data:`NOTEBOOK_PERMISSIONS`,
+    ``files/xray-notebook-rbac.yaml``) must hold for the backend's current table."""
+    header = HEADER if permissions is PERMISSIONS else HEADER.replace(
+        "(rbac_rules())", "(rbac_rules(NOTEBOOK_PERMISSIONS))").replace(
+        "The chart's Role", "X-Ray's notebooks Role")
+    return header + yaml.safe_dump({"rules": rbac_rules(permissions)}, sort_keys=False)
 
 
-def readme_table() -> str:
-    """The verbs table of helm/README.md: one row per rule of :func:`rbac_rules`."""
+def readme_table(permissions: tuple[ApiPermission, ...] = PERMISSIONS) -> str:
+    """A verbs table of helm/README.md: one row per rule of :func:`rbac_rules`."""
     rows = ["| API group | resource | verbs | used for |", "| --- | --- | --- | --- |"]
-    for rule in rbac_rules():
+    for rule in rbac_rules(permissions):
         (group,), (resource,) = rule["apiGroups"], rule["resources"]
         why: list[str] = []
-        for p in PERMISSIONS:
+        for p in permissions:
             if (p.group, p.resource) == (group, resource):
                 why += [w.strip() for w in p.why.split(";") if w.strip() not in why]
         rows.append(f"| {f'`{group}`' if group else 'core'} | `{resource}` | {', '.join(rule['verbs'])} "
@@ -51,14 +63,19 @@ def readme_table() -> str:
 
 
 def readme_with_table(text: str) -> str:
-    start = text.index(TABLE_START) + len(TABLE_START)
-    return text[:start] + readme_table() + text[text.index(TABLE_END):]
+    for (begin, end), permissions in (((TABLE_START, TABLE_END), PERMISSIONS),
+                                      ((NOTEBOOK_TABLE_START, NOTEBOOK_TABLE_END),
+                                       NOTEBOOK_PERMISSIONS)):
+        start = text.index(begin) + len(begin)
+        text = text[:start] + readme_table(permissions) + text[text.index(end):]
+    return text
 
 
 def main() -> int:
     RULES_FILE.write_text(rules_file_text(), encoding="utf-8")
+    NOTEBOOK_RULES_FILE.write_text(rules_file_text(NOTEBOOK_PERMISSIONS), encoding="utf-8")
     README.write_text(readme_with_table(README.read_text(encoding="utf-8")), encoding="utf-8")
-    print(f"wrote {RULES_FILE} and the table in {README}")
+    print(f"wrote {RULES_FILE}, {NOTEBOOK_RULES_FILE} and the tables in {README}")
     return 0
 
 

@@ -1,7 +1,8 @@
 """The chart grants exactly what the KubeRay backend calls: the Role's rules are
-``permissions.rbac_rules()`` read now (not a copy), nothing is granted with ``*`` and nothing on
-Secrets; the Ray pods' service account has no permissions and no token; a ClusterRole exists
-only when X-Ray's cross-namespace listing is switched on, and then only reads."""
+``permissions.rbac_rules()`` read now (not a copy), nothing is granted with ``*``; Secrets appear
+only in X-Ray's notebooks Role, bound to X-Ray alone, with ``create``/``delete`` and no read
+verb; the Ray pods' service account has no permissions and no token; a ClusterRole exists only
+when X-Ray's cross-namespace listing is switched on, and then only reads."""
 
 from __future__ import annotations
 
@@ -9,9 +10,22 @@ import pytest
 import yaml
 
 from ads_ranking_pipelines.backends.kuberay import permissions
-from ads_ranking_pipelines.backends.kuberay.permissions import ApiPermission, rbac_rules
+from ads_ranking_pipelines.backends.kuberay.permissions import (
+    NOTEBOOK_PERMISSIONS,
+    ApiPermission,
+    rbac_rules,
+)
 from ads_ranking_pipelines_tests.helm.chart import VALUE_SETS, all_of, merge, one, render, value_set
-from ads_ranking_pipelines_tests.helm.rbac_file import README, RULES_FILE, readme_with_table, rules_file_text
+from ads_ranking_pipelines_tests.helm.rbac_file import (
+    NOTEBOOK_RULES_FILE,
+    README,
+    RULES_FILE,
+    readme_with_table,
+    rules_file_text,
+)
+
+KUBERAY_ROLE = "ads-ranking-pipelines-kuberay"
+NOTEBOOK_ROLE = "ads-ranking-pipelines-xray-notebooks"
 
 READ_VERBS = {"get", "list", "watch"}
 
@@ -26,6 +40,10 @@ def test_rules_file_is_generated_from_the_backend_table() -> None:
         "helm/ads-ranking-pipelines/files/kuberay-rbac.yaml is out of date with "
         "backends/kuberay/permissions.py; regenerate it with "
         "`.venv/bin/python -m ads_ranking_pipelines_tests.helm.rbac_file`")
+    assert NOTEBOOK_RULES_FILE.read_text(encoding="utf-8") == rules_file_text(NOTEBOOK_PERMISSIONS), (
+        "helm/ads-ranking-pipelines/files/xray-notebook-rbac.yaml is out of date with "
+        "NOTEBOOK_PERMISSIONS; regenerate it with "
+        "`.venv/bin/python -m ads_ranking_pipelines_tests.helm.rbac_file`")
 
 
 def test_readme_verbs_table_is_the_backend_table() -> None:
@@ -38,7 +56,7 @@ def test_readme_verbs_table_is_the_backend_table() -> None:
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
 def test_role_grants_exactly_the_backend_table(name: str) -> None:
     objects = render(value_set(name))
-    role = one(objects, "Role")
+    role = one(objects, "Role", KUBERAY_ROLE)
     assert role["rules"] == rbac_rules()
     assert _grants(role["rules"]) == {p.key for p in permissions.PERMISSIONS}
 
@@ -47,23 +65,45 @@ def test_the_comparison_fails_when_the_table_grows() -> None:
     """A permission added to the backend (e.g. services for notebooks) without regenerating the
     chart's file is caught: the rendered Role no longer equals the table's rules."""
     grown = permissions.PERMISSIONS + (ApiPermission("", "services", "create", "notebooks"),)
-    role = one(render(value_set("default")), "Role")
+    role = one(render(value_set("default")), "Role", KUBERAY_ROLE)
     assert role["rules"] != rbac_rules(grown)
     assert yaml.safe_load(rules_file_text()) == {"rules": role["rules"]}
 
 
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
-def test_no_wildcards_no_secrets(name: str) -> None:
-    for obj in all_of(render(value_set(name)), "Role") + all_of(render(value_set(name)), "ClusterRole"):
-        for group, resource, verb in _grants(obj["rules"]):
+def test_no_wildcards_and_secrets_only_for_xray_notebooks(name: str) -> None:
+    objects = render(value_set(name))
+    for obj in all_of(objects, "Role") + all_of(objects, "ClusterRole"):
+        grants = _grants(obj["rules"])
+        for group, resource, verb in grants:
             assert "*" not in (group, resource, verb), obj["metadata"]["name"]
-            assert resource.split("/")[0] != "secrets", obj["metadata"]["name"]
             assert verb not in ("escalate", "bind", "impersonate"), obj["metadata"]["name"]
+        on_secrets = {v for g, r, v in grants if r.split("/")[0] == "secrets"}
+        if obj["kind"] == "Role" and obj["metadata"]["name"] == NOTEBOOK_ROLE:
+            assert on_secrets == {"create", "delete"}  # never get, list or watch
+        else:
+            assert on_secrets == set(), obj["metadata"]["name"]
+
+
+def test_xray_notebooks_role_is_bound_to_xray_alone() -> None:
+    objects = render(value_set("xray"))
+    role, binding = one(objects, "Role", NOTEBOOK_ROLE), one(objects, "RoleBinding", NOTEBOOK_ROLE)
+    assert role["rules"] == rbac_rules(NOTEBOOK_PERMISSIONS)
+    assert _grants(role["rules"]) == {p.key for p in NOTEBOOK_PERMISSIONS} == {
+        ("", "services", "create"), ("", "services", "list"), ("", "services", "delete"),
+        ("", "secrets", "create"), ("", "secrets", "delete")}
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"]
+    assert binding["roleRef"]["name"] == NOTEBOOK_ROLE
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "ads-ranking-pipelines-xray",
+                                    "namespace": "dagster"}]
+    # Not without X-Ray, and not when its notebooks are switched off.
+    for values in (value_set("default"), merge(value_set("xray"), {"xray": {"notebooks": False}})):
+        assert NOTEBOOK_ROLE not in {o["metadata"]["name"] for o in all_of(render(values), "Role")}
 
 
 def test_role_lives_in_the_ray_namespace_and_binds_the_run_account() -> None:
     objects = render(value_set("gpu-pools"))
-    role, binding = one(objects, "Role"), one(objects, "RoleBinding")
+    role, binding = one(objects, "Role", KUBERAY_ROLE), one(objects, "RoleBinding", KUBERAY_ROLE)
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "ray-jobs"
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                   "name": role["metadata"]["name"]}
@@ -84,7 +124,7 @@ def test_ray_pods_account_has_no_permissions_and_no_token() -> None:
 def test_existing_service_accounts_are_bound_not_created() -> None:
     objects = render(value_set("existing-service-account"))
     assert all_of(objects, "ServiceAccount") == []
-    subjects = {s["name"] for s in one(objects, "RoleBinding")["subjects"]}
+    subjects = {s["name"] for s in one(objects, "RoleBinding", KUBERAY_ROLE)["subjects"]}
     assert subjects == {"dagster-ads-ranking", "xray-ads-ranking"}
 
 
@@ -99,14 +139,16 @@ def test_no_cluster_role_unless_xray_lists_across_namespaces() -> None:
 def test_xray_cluster_role_reads_only() -> None:
     objects = render(value_set("xray"))
     cluster_role = one(objects, "ClusterRole")
-    expected = {p.key for p in permissions.PERMISSIONS if p.verb in READ_VERBS}
+    expected = {p.key for p in permissions.PERMISSIONS + NOTEBOOK_PERMISSIONS
+                if p.verb in READ_VERBS}
+    assert ("", "services", "list") in expected  # notebooks in every namespace
     assert _grants(cluster_role["rules"]) == expected
     binding = one(objects, "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == cluster_role["metadata"]["name"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "ads-ranking-pipelines-xray",
                                     "namespace": "dagster"}]
     # X-Ray also creates and deletes clusters in the Ray namespace: it shares the Role.
-    assert {s["name"] for s in one(objects, "RoleBinding")["subjects"]} == {
+    assert {s["name"] for s in one(objects, "RoleBinding", KUBERAY_ROLE)["subjects"]} == {
         "ads-ranking-pipelines", "ads-ranking-pipelines-xray"}
 
 

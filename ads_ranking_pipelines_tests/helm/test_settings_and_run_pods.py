@@ -137,7 +137,13 @@ def test_shared_volume_storage_is_mounted_at_home() -> None:
 def test_xray_gets_the_same_settings_and_its_token_from_a_secret() -> None:
     objects = render(value_set("xray"))
     xray = one(objects, "Deployment", "ads-ranking-pipelines-xray")["spec"]["template"]["spec"]["containers"][0]
-    assert xray["args"] == ["ads-ranking", "xray", "serve", "--host", "0.0.0.0", "--port", "8080"]
+    # xray.crossNamespace (on in this value set): list every namespace, as the ClusterRole allows.
+    assert xray["args"] == ["ads-ranking", "xray", "serve", "--host", "0.0.0.0", "--port", "8080",
+                            "--all-namespaces"]
+    plain = merge(value_set("xray"), {"xray": {"crossNamespace": False}})
+    plain_xray = one(render(plain), "Deployment", "ads-ranking-pipelines-xray")
+    assert plain_xray["spec"]["template"]["spec"]["containers"][0]["args"][-1] == "8080"
+    assert env_of(xray)["ADS_RANKING_KUBE_IN_CLUSTER"] == "true"  # X-Ray turns KubeRay on
     env = env_of(xray)
     assert env["ADS_RANKING_XRAY_TOKEN"] == {"secretKeyRef": {"name": "xray-token", "key": "token"}}
     code_env = env_of(_code_server(objects))

@@ -1,7 +1,9 @@
 """X-Ray over KubeRay in a real headless Chromium, against the in-test fake API server reached
 through a kubeconfig context (as from a laptop): the listing across namespaces (one of them
-forbidden), a label holding markup, create through the form with the manifest shown first,
-a RayJob's streamed log, and delete with its confirmation."""
+forbidden), a label holding markup, create through the form (with notebook support) with the
+manifest shown first, a RayJob's streamed log, a notebook started and stopped with its buttons
+(link with the token on the start answer only, owner in the table), and delete with its
+confirmation (taking a running notebook's Service and Secret with the cluster)."""
 
 from __future__ import annotations
 
@@ -80,6 +82,7 @@ def test_kuberay_list_create_log_delete(kube_xray) -> None:
         create_through_the_form(page, server, fake)
         check_created_row(page, server)
         stream_a_job_log(page, server, fake)
+        start_and_stop_a_notebook(page, server, fake)
         delete_after_confirming(page, server, fake)
     assert fake.leftovers() == []
 
@@ -95,6 +98,10 @@ def check_listing(page, server) -> None:
     expect(theirs.locator("a.dagster-run")).to_have_attribute(
         "href", "http://dagster.example:3000/runs/8f1d6c1e-0000-4000-8000-000000000001")
     expect(page.locator(".warning")).to_contain_text(f"KubeRay namespace {FORBIDDEN}: forbidden")
+    # A cluster created without notebook support says why there is no notebook.
+    page.goto(f"{server.url}/clusters/theirs?backend=kuberay&namespace={NS}")
+    expect(page.locator("#notebook-unsupported")).to_contain_text("without notebook support")
+    expect(page.locator("#notebook-start")).to_be_disabled()
 
 
 def create_through_the_form(page, server, fake) -> None:
@@ -112,10 +119,13 @@ def create_through_the_form(page, server, fake) -> None:
     expect(page.locator(".form-error")).to_contain_text(
         "invalid --gpus-per-worker (gpus_per_worker) = 9")
     page.fill("input[name=gpus_per_worker]", "1")
+    page.check("input[name=notebook]")
     before = len(fake.requests)
     page.click("#review")
     manifest = page.locator("#manifest")
     expect(manifest).to_contain_text("kind: RayCluster")
+    expect(page.locator("#review-notebook")).to_contain_text("Notebook support: yes")
+    expect(manifest).to_contain_text("secretName: alice-l4-notebook-token")
     expect(manifest).to_contain_text("nvidia.com/gpu: '1'")
     assert len(fake.requests) == before  # reviewing sends nothing
     page.click("#create")
@@ -154,6 +164,43 @@ def stream_a_job_log(page, server, fake) -> None:
     expect(page.locator("#log-state")).to_contain_text("complete", timeout=30_000)
 
 
+def start_and_stop_a_notebook(page, server, fake) -> None:
+    """The buttons: start shows the link with its token once; the table shows the owner (no
+    token anywhere else); stop deletes the Service and the Secret. A second notebook is left
+    running for the cluster's deletion to take away."""
+    from playwright.sync_api import expect
+
+    cluster_page = f"{server.url}/clusters/alice-l4?backend=kuberay&namespace={NS}"
+    page.goto(cluster_page)
+    page.fill("#notebook input[name=owner]", "nora")
+    page.click("#notebook-start")
+    link = page.locator("#notebook-link")
+    expect(link).to_have_attribute("href", re.compile(
+        rf"^http://alice-l4-notebook\.{NS}\.svc:8888/lab\?token=[\w-]{{40,}}$"))
+    token = link.get_attribute("href").split("token=")[1]
+    expect(page.locator("#notebook-port-forward")).to_have_text(
+        f"kubectl -n {NS} port-forward svc/alice-l4-notebook 8888")
+    screenshot(page, "xray-kuberay-notebook-started.png")
+    assert fake.names("services", NS) == ["alice-l4-notebook"]
+    assert fake.names("secrets", NS) == ["alice-l4-notebook-token"]
+    page.goto(server.url + "/")
+    mine = page.locator('tr[data-cluster="alice-l4"]')
+    expect(mine.locator(".notebook-owner")).to_have_text("nora")
+    screenshot(page, "xray-kuberay-table-notebook.png")
+    assert token not in page.content()
+    assert token not in requests.get(f"{server.url}/api/clusters", timeout=10).text
+    page.goto(cluster_page)
+    expect(page.locator("#notebook-address")).to_have_text(
+        f"http://alice-l4-notebook.{NS}.svc:8888/lab")
+    assert token not in page.content()
+    page.click("#notebook-stop")
+    expect(page.locator("#notebook-start")).to_be_enabled()
+    assert fake.names("services") == fake.names("secrets") == []
+    assert token not in server.log()
+    page.click("#notebook-start")
+    expect(page.locator("#notebook-link")).to_be_visible()
+
+
 def delete_after_confirming(page, server, fake) -> None:
     from playwright.sync_api import expect
 
@@ -164,3 +211,5 @@ def delete_after_confirming(page, server, fake) -> None:
     expect(page.locator("#notice")).to_have_text("deleted kuberay cluster alice-l4")
     wait_until(lambda: fake.get(RAYCLUSTERS, NS, "alice-l4") is None, 15,
                what="RayCluster deleted")
+    # Its notebook's Service and Secret went with it (ownerReferences).
+    assert fake.names("services") == fake.names("secrets") == []

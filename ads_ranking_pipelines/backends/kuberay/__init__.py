@@ -33,6 +33,7 @@ Modules, one job each:
 * :mod:`.session` - :class:`KubeRayClusterSession` (submit, status, logs, stop, teardown)
 * :mod:`.logs` - following the submitter pod's log: broken streams, retried submitters
 * :mod:`.clusters` - long-lived RayClusters and jobs on them (the CLI's operations)
+* :mod:`.notebooks` - Jupyter on a long-lived cluster's head: token Secret + Service (X-Ray)
 * :mod:`.backend` - :class:`KubeRayBackend`, composing the above over one client
 """
 

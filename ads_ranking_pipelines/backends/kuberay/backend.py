@@ -12,6 +12,11 @@ from ads_ranking_pipelines.backends.base import BackendError, JobSpec, JobStatus
 from ads_ranking_pipelines.backends.kuberay.client import KubeError, KubeRayClient, RetryPolicy
 from ads_ranking_pipelines.backends.kuberay.clusters import RayClusters
 from ads_ranking_pipelines.backends.kuberay.context import KubeRayContext, StatusCallback
+from ads_ranking_pipelines.backends.kuberay.notebooks import (
+    KubeRayNotebooks,
+    NotebookInfo,
+    StartedNotebook,
+)
 from ads_ranking_pipelines.backends.kuberay.rayjobs import RayJobs
 from ads_ranking_pipelines.backends.kuberay.session import KubeRayClusterSession
 from ads_ranking_pipelines.backends.kuberay.status import ClusterInfo
@@ -34,6 +39,7 @@ class KubeRayBackend(RayBackend):
         self.ctx = KubeRayContext(client=client, catalog=catalog, **settings)
         self.jobs = RayJobs(self.ctx)
         self.clusters = RayClusters(self.ctx, self.jobs)
+        self.notebooks = KubeRayNotebooks(self.ctx)
 
     @classmethod
     def from_kube_config(cls, catalog: PoolCatalog, *, in_cluster: bool = False,
@@ -104,19 +110,21 @@ class KubeRayBackend(RayBackend):
     def resolve(self, request: ClusterRequest | ResolvedRequest) -> ResolvedRequest:
         return self.ctx.resolve(request)
 
-    def render_cluster(self, request: ClusterRequest | ResolvedRequest) -> dict[str, Any]:
-        return self.clusters.render_cluster(request)
+    def render_cluster(self, request: ClusterRequest | ResolvedRequest, *,
+                       notebook: bool = False) -> dict[str, Any]:
+        return self.clusters.render_cluster(request, notebook=notebook)
 
     def create_cluster(self, request: ClusterRequest | ResolvedRequest, *, wait: bool = True,
-                       timeout_s: float | None = None, delete_on_failure: bool = True) -> ClusterInfo:
+                       timeout_s: float | None = None, delete_on_failure: bool = True,
+                       notebook: bool = False) -> ClusterInfo:
         return self.clusters.create_cluster(request, wait=wait, timeout_s=timeout_s,
-                                            delete_on_failure=delete_on_failure)
+                                            delete_on_failure=delete_on_failure, notebook=notebook)
 
     def wait_cluster_ready(self, namespace: str, name: str,
                            timeout_s: float | None = None) -> ClusterInfo:
         return self.clusters.wait_cluster_ready(namespace, name, timeout_s)
 
-    def list_clusters(self, namespace: str) -> list[ClusterInfo]:
+    def list_clusters(self, namespace: str | None) -> list[ClusterInfo]:
         return self.clusters.list_clusters(namespace)
 
     def get_cluster(self, namespace: str, name: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -128,3 +136,13 @@ class KubeRayBackend(RayBackend):
     def submit_to_cluster(self, namespace: str, cluster_name: str, job: JobSpec, *,
                           owner: str = "unknown") -> str:
         return self.clusters.submit_to_cluster(namespace, cluster_name, job, owner=owner)
+
+    # ---- notebooks on long-lived clusters (X-Ray) ---------------------------------------------
+    def list_notebooks(self, namespace: str | None) -> dict[tuple[str, str], NotebookInfo]:
+        return self.notebooks.list(namespace)
+
+    def start_notebook(self, namespace: str, cluster_name: str, owner: str) -> StartedNotebook:
+        return self.notebooks.start(namespace, cluster_name, owner)
+
+    def stop_notebook(self, namespace: str, cluster_name: str) -> bool:
+        return self.notebooks.stop(namespace, cluster_name)

@@ -151,6 +151,13 @@ def creation_token(obj: Mapping[str, Any]) -> str | None:
     return ((obj.get("metadata") or {}).get("annotations") or {}).get(CREATION_TOKEN_ANNOTATION)
 
 
+def _discard(response: Any) -> None:
+    """Read and drop an unparsed answer (``_preload_content=False``: the client neither keeps
+    nor debug-logs it), so its connection can serve the next request."""
+    response.drain_conn()
+    response.release_conn()
+
+
 def _retryable_status(status: int) -> bool:
     return status == 429 or 500 <= status <= 599
 
@@ -303,7 +310,16 @@ class KubeRayClient:
                               _request_timeout=self.request_timeout_s),
                           require(GROUP, f"{plural}/status", "get"))
 
-    def list(self, plural: str, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
+    def list(self, plural: str, namespace: str | None, label_selector: str = "") -> list[dict[str, Any]]:
+        """Objects of one namespace, or (``namespace`` None) of every namespace - which needs
+        ``list`` granted cluster-wide (the chart's X-Ray ClusterRole)."""
+        if namespace is None:
+            result = self._call(f"list {plural} in all namespaces",
+                                lambda: self._custom.list_cluster_custom_object(
+                                    GROUP, VERSION, plural, label_selector=label_selector,
+                                    _request_timeout=self.request_timeout_s),
+                                require(GROUP, plural, "list"))
+            return list(result.get("items") or [])
         result = self._call(f"list {plural} in {namespace}",
                             lambda: self._custom.list_namespaced_custom_object(
                                 GROUP, VERSION, namespace, plural, label_selector=label_selector,
@@ -406,3 +422,47 @@ class KubeRayClient:
                 yield pending.decode("utf-8", "replace").rstrip("\r")
         finally:
             response.release_conn()
+
+    # ---- Services and Secrets (X-Ray notebooks) --------------------------------------------
+    def _core_call(self, verb: str, kind: str) -> Callable[..., Any]:
+        singular = {"services": "service", "secrets": "secret"}[kind]
+        return getattr(self._core, f"{verb}_namespaced_{singular}")
+
+    def create_core(self, kind: str, namespace: str, body: Mapping[str, Any]) -> None:
+        """Create a Service or Secret (``kind`` is the plural). The answer is not read: a
+        Secret's would hold its data. A name taken raises :class:`Conflict`."""
+        name = (body.get("metadata") or {}).get("name", "?")
+        create = self._core_call("create", kind)
+        response = self._call(f"create {kind}/{name} in {namespace}",
+                              lambda: create(namespace, dict(body), field_validation="Strict",
+                                             _preload_content=False,
+                                             _request_timeout=self.request_timeout_s),
+                              require(CORE_GROUP, kind, "create"))
+        _discard(response)
+
+    def delete_core(self, kind: str, namespace: str, name: str) -> bool:
+        """Delete a Service or Secret; False when it was already gone. The answer (which for a
+        Secret may be the object, data included) is not read."""
+        delete = self._core_call("delete", kind)
+        try:
+            response = self._call(f"delete {kind}/{name} in {namespace}",
+                                  lambda: delete(name, namespace, _preload_content=False,
+                                                 _request_timeout=self.request_timeout_s),
+                                  require(CORE_GROUP, kind, "delete"))
+        except NotFound:
+            return False
+        _discard(response)
+        return True
+
+    def list_services(self, namespace: str | None, label_selector: str = "") -> list[dict[str, Any]]:
+        """Services as plain dicts in the API's field names; ``namespace`` None: every
+        namespace (``list`` granted cluster-wide)."""
+        if namespace is None:
+            call = lambda: self._core.list_service_for_all_namespaces(  # noqa: E731
+                label_selector=label_selector, _request_timeout=self.request_timeout_s)
+        else:
+            call = lambda: self._core.list_namespaced_service(  # noqa: E731
+                namespace, label_selector=label_selector, _request_timeout=self.request_timeout_s)
+        result = self._call(f"list services in {namespace or 'all namespaces'}", call,
+                            require(CORE_GROUP, "services", "list"))
+        return [self.api_client.sanitize_for_serialization(s) for s in result.items or []]

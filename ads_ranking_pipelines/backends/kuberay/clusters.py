@@ -34,6 +34,7 @@ from ads_ranking_pipelines.backends.kuberay.client import (
     new_creation_token,
 )
 from ads_ranking_pipelines.kuberay.labels import LABEL_MANAGED_BY, MANAGED_BY
+from ads_ranking_pipelines.kuberay.notebook import with_notebook
 from ads_ranking_pipelines.kuberay.raycluster import build_raycluster
 
 
@@ -45,20 +46,24 @@ class RayClusters:
         self.ctx = ctx
         self.jobs = jobs
 
-    def render_cluster(self, request: ClusterRequest | ResolvedRequest) -> dict[str, Any]:
+    def render_cluster(self, request: ClusterRequest | ResolvedRequest, *,
+                       notebook: bool = False) -> dict[str, Any]:
+        """The RayCluster; with ``notebook``, with notebook support (``with_notebook``)."""
         ctx = self.ctx
-        return build_raycluster(ctx.resolve(request), labels=ctx.labels, run_id=ctx.run_id,
-                                code_location=ctx.code_location)
+        manifest = build_raycluster(ctx.resolve(request), labels=ctx.labels, run_id=ctx.run_id,
+                                    code_location=ctx.code_location)
+        return with_notebook(manifest) if notebook else manifest
 
     def create_cluster(self, request: ClusterRequest | ResolvedRequest, *, wait: bool = True,
-                       timeout_s: float | None = None, delete_on_failure: bool = True) -> ClusterInfo:
+                       timeout_s: float | None = None, delete_on_failure: bool = True,
+                       notebook: bool = False) -> ClusterInfo:
         """Create a RayCluster for ``request``; with ``wait``, until its state is ``ready``.
 
         A cluster that fails (KubeRay's reason verbatim), does not get ready in time or whose
         wait is interrupted is deleted again when ``delete_on_failure``. A name taken by an
         object we did not create fails with the API server's 409 explained.
         """
-        manifest = self.render_cluster(request)
+        manifest = self.render_cluster(request, notebook=notebook)
         ns, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
         token = new_creation_token()
         obj = calls.create(self.ctx.client, RAYCLUSTERS, ns, manifest, token=token,
@@ -93,9 +98,10 @@ class RayClusters:
 
         return self.ctx.poll_status(RAYCLUSTERS, namespace, name, timeout_s, ready, late)
 
-    def list_clusters(self, namespace: str) -> list[ClusterInfo]:
+    def list_clusters(self, namespace: str | None) -> list[ClusterInfo]:
+        """Our RayClusters in ``namespace`` (None: every namespace, cluster-wide ``list``)."""
         objs = self.ctx.client.list(RAYCLUSTERS, namespace, f"{LABEL_MANAGED_BY}={MANAGED_BY}")
-        return sorted((cluster_info(o) for o in objs), key=lambda c: c.name)
+        return sorted((cluster_info(o) for o in objs), key=lambda c: (c.namespace or "", c.name))
 
     def get_cluster(self, namespace: str, name: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The RayCluster and its pods."""

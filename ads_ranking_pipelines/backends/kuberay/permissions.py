@@ -5,6 +5,13 @@ entries on each API call it makes (:func:`require` refuses an entry that is not 
 table is exactly what the backend calls. The Helm chart's Role is rendered from the same list
 (:func:`rbac_rules`) and a test compares the two, so the chart can neither miss a verb the
 backend needs nor grant one it does not use.
+
+:data:`NOTEBOOK_PERMISSIONS` are the calls only X-Ray's notebooks make (a Service and a token
+Secret per notebook). The chart grants them in a second Role bound to X-Ray's service account
+alone, so the code location (Dagster runs) never holds any verb on Secrets. Secrets get
+``create`` and ``delete`` only - no ``get``, ``list`` or ``watch``: X-Ray never reads a Secret
+back (the token is shown once, in the answer to the start call), and without read verbs its
+account cannot read any other Secret of the namespace either.
 """
 
 from __future__ import annotations
@@ -50,7 +57,16 @@ PERMISSIONS: tuple[ApiPermission, ...] = (
     ApiPermission(CORE_GROUP, "events", "list", "the scheduler's words for a pending pod"),
 )
 
-_BY_KEY = {p.key: p for p in PERMISSIONS}
+# X-Ray notebooks on KubeRay (backends/kuberay/notebooks.py): a separate Role, X-Ray only.
+NOTEBOOK_PERMISSIONS: tuple[ApiPermission, ...] = (
+    ApiPermission(CORE_GROUP, "services", "create", "notebook start: the Service to Jupyter on the head"),
+    ApiPermission(CORE_GROUP, "services", "list", "which clusters have a notebook, and its owner"),
+    ApiPermission(CORE_GROUP, "services", "delete", "notebook stop"),
+    ApiPermission(CORE_GROUP, "secrets", "create", "notebook start: Jupyter's token (never read back)"),
+    ApiPermission(CORE_GROUP, "secrets", "delete", "notebook stop"),
+)
+
+_BY_KEY = {p.key: p for p in PERMISSIONS + NOTEBOOK_PERMISSIONS}
 
 
 def require(group: str, resource: str, verb: str) -> ApiPermission:
@@ -60,7 +76,8 @@ def require(group: str, resource: str, verb: str) -> ApiPermission:
         return _BY_KEY[(group, resource, verb)]
     except KeyError:
         raise LookupError(f"API call {verb} {resource} ({group or 'core'}) is not in "
-                          "backends/kuberay/permissions.py PERMISSIONS") from None
+                          "backends/kuberay/permissions.py PERMISSIONS or "
+                          "NOTEBOOK_PERMISSIONS") from None
 
 
 def rbac_rules(permissions: Iterable[ApiPermission] = PERMISSIONS) -> list[dict[str, list[str]]]:

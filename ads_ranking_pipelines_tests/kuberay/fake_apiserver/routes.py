@@ -6,6 +6,14 @@ our code uses, answered from the object store.
 * ``/apis/ray.io/v1/namespaces/{ns}/{plural}/{name}/status`` - get
 * ``/api/v1/namespaces/{ns}/pods`` (``labelSelector``), ``/pods/{name}``, ``/pods/{name}/log``
 * ``/api/v1/namespaces/{ns}/events`` (``fieldSelector``)
+* ``/apis/ray.io/v1/{plural}`` and ``/api/v1/{services|secrets}`` - list across namespaces
+* ``/api/v1/namespaces/{ns}/{services|secrets}`` - list (``labelSelector``), create;
+  ``/{name}`` - get, delete. Created objects are validated strictly with
+  ``kubernetes-validate`` (the ``fieldValidation=Strict`` the client asks for); a Secret's
+  ``stringData`` is merged into base64 ``data`` and dropped, as the API server does on write;
+  a Service gets a ``clusterIP``. They carry ownerReferences, which the store's garbage
+  collection follows when their RayCluster goes (Kubernetes' garbage collector deletes
+  dependents of a deleted owner; without ``blockOwnerDeletion`` the owner does not wait).
 
 Errors are ``Status`` objects (404 NotFound, 409 AlreadyExists, 422 Invalid, 400 BadRequest).
 Every RayJob and RayCluster created is validated strictly against the KubeRay v1.7 CRDs
@@ -14,6 +22,7 @@ Every RayJob and RayCluster created is validated strictly against the KubeRay v1
 
 from __future__ import annotations
 
+import base64
 import copy
 import datetime as dt
 import re
@@ -34,6 +43,12 @@ _CR_ITEM = re.compile(r"^/apis/ray\.io/v1/namespaces/([^/]+)/(rayjobs|raycluster
 _PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods$")
 _POD = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)(/log)?$")
 _EVENTS = re.compile(r"^/api/v1/namespaces/([^/]+)/events$")
+# Cluster-wide lists (every namespace), as a ClusterRole with ``list`` allows them.
+_CR_ALL = re.compile(r"^/apis/ray\.io/v1/(rayjobs|rayclusters)$")
+_CORE_ALL = re.compile(r"^/api/v1/(services|secrets)$")
+_CORE_COLLECTION = re.compile(r"^/api/v1/namespaces/([^/]+)/(services|secrets)$")
+_CORE_ITEM = re.compile(r"^/api/v1/namespaces/([^/]+)/(services|secrets)/([^/]+)$")
+CORE_KINDS = {"services": "Service", "secrets": "Secret"}
 
 
 def _field_match(obj: dict[str, Any], selector: str) -> bool:
@@ -78,6 +93,16 @@ class ApiRoutes(ObjectStore):
     def _route(self, method: str, path: str, query: dict[str, list[str]], body: Any
                ) -> tuple[int, Any, dict[str, str]]:
         selector = (query.get("labelSelector") or [""])[0]
+        all_ns = _CR_ALL.match(path) or _CORE_ALL.match(path)
+        if all_ns and method == "GET":
+            plural = all_ns[1]
+            items = [copy.deepcopy(o) for (p, _, _), o in sorted(self.objects.items())
+                     if p == plural and matches_selector(o["metadata"].get("labels") or {}, selector)]
+            kind = KINDS.get(plural) or CORE_KINDS[plural]
+            return 200, {"apiVersion": "ray.io/v1" if plural in KINDS else "v1",
+                         "kind": kind + "List",
+                         "metadata": {"resourceVersion": str(self._resource_version)},
+                         "items": items}, {}
         if m := _CR_COLLECTION.match(path):
             ns, plural = m[1], m[2]
             if method == "GET":
@@ -104,6 +129,9 @@ class ApiRoutes(ObjectStore):
                     (body or {}).get("propagationPolicy") or "Background"
                 self.deleted.append(key)
                 return 200, self._schedule_delete(key, policy), {}
+        if (m := _CORE_COLLECTION.match(path)) or (m := _CORE_ITEM.match(path)):
+            return self._core_route(method, m[1], m[2], m[3] if m.re is _CORE_ITEM else None,
+                                    selector, body)
         if m := _PODS.match(path):
             if method == "GET":
                 ns = m[1]
@@ -172,6 +200,67 @@ class ApiRoutes(ObjectStore):
         obj.pop("status", None)  # the status subresource ignores status on create
         meta["namespace"] = ns
         obj["metadata"] = meta
+        self._stamp_new(meta)
+        self.objects[(plural, ns, name)] = obj
+        self.created.append((plural, ns, name))
+        self.changed.notify_all()
+        return 201, copy.deepcopy(obj), {}
+
+    # ---- Services and Secrets ----------------------------------------------------------------
+    def _core_route(self, method: str, ns: str, plural: str, name: str | None, selector: str,
+                    body: Any) -> tuple[int, Any, dict[str, str]]:
+        kind = CORE_KINDS[plural]
+        if name is None and method == "GET":
+            items = [copy.deepcopy(o) for (p, n, _), o in sorted(self.objects.items())
+                     if p == plural and n == ns
+                     and matches_selector(o["metadata"].get("labels") or {}, selector)]
+            return 200, {"apiVersion": "v1", "kind": kind + "List",
+                         "metadata": {"resourceVersion": str(self._resource_version)},
+                         "items": items}, {}
+        if name is None and method == "POST":
+            return self._create_core(ns, plural, body)
+        obj = self.objects.get((plural, ns, name or ""))
+        if obj is None:
+            return 404, status_body(404, "NotFound", f'{plural} "{name}" not found',
+                                    {"name": name, "kind": plural}), {}
+        if method == "GET":
+            return 200, copy.deepcopy(obj), {}
+        if method == "DELETE":
+            self.deleted.append((plural, ns, name or ""))
+            self._remove((plural, ns, name))
+            return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                         "status": "Success", "details": {"name": name, "kind": plural}}, {}
+        return 405, status_body(405, "MethodNotAllowed", f"{method} is not supported"), {}
+
+    def _create_core(self, ns: str, plural: str, body: Any) -> tuple[int, Any, dict[str, str]]:
+        import kubernetes_validate
+
+        from ads_ranking_pipelines_tests.kuberay.pod_security import kubernetes_version
+
+        kind = CORE_KINDS[plural]
+        if not isinstance(body, dict) or body.get("kind") != kind or body.get("apiVersion") != "v1":
+            return 400, status_body(400, "BadRequest", f"expected a v1 {kind}"), {}
+        obj = copy.deepcopy(body)
+        meta = obj.setdefault("metadata", {})
+        name = meta.get("name") or ""
+        if meta.setdefault("namespace", ns) != ns:
+            return 400, status_body(400, "BadRequest", "the namespace of the provided object "
+                                    "does not match the namespace sent on the request"), {}
+        try:
+            kubernetes_validate.validate(obj, kubernetes_version(), strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            self.rejected.append(f"{kind} {name}: {exc.message}")
+            return 422, status_body(422, "Invalid", f'{kind} "{name}" is invalid: {exc.message}'), {}
+        if (plural, ns, name) in self.objects:
+            return 409, status_body(409, "AlreadyExists", f'{plural} "{name}" already exists',
+                                    {"name": name, "kind": plural}), {}
+        if kind == "Secret" and "stringData" in obj:
+            data = obj.setdefault("data", {})
+            for key, value in obj.pop("stringData").items():
+                data[key] = base64.b64encode(value.encode()).decode()
+        if kind == "Service":
+            obj["spec"]["clusterIP"] = f"10.96.{len(self.created) % 250}.{len(self.objects) % 250 + 2}"
+            obj["status"] = {"loadBalancer": {}}
         self._stamp_new(meta)
         self.objects[(plural, ns, name)] = obj
         self.created.append((plural, ns, name))

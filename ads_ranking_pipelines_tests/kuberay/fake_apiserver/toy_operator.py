@@ -135,7 +135,7 @@ class ToyOperator(ObjectStore):
                         try:
                             if key[0] == "rayjobs":
                                 self._reconcile_job(key, now)
-                            else:
+                            elif key[0] == "rayclusters":  # not Services/Secrets
                                 self._reconcile_cluster(key, now)
                         except Exception as exc:  # keep the operator alive; surface in tests
                             self.rejected.append(f"operator error on {key}: {exc!r}")
