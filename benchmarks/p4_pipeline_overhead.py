@@ -20,11 +20,12 @@ Then it reads the run back from the Dagster instance:
   overhead_s / total_s``.
 * ``breakdown``: from event-log timestamps: run launch (call -> RUN_START), each step's
   duration, in-job part and rest; cluster start (the resource's "provisioning" -> "ready" log
-  lines inside trained_model); for each Ray job, when its lines arrived (the log is followed
-  once a second, so these are approximate): submitted, "Running entrypoint", "Connected to Ray
-  cluster" (interpreter + imports + ray.init), its last line -> step end (job exit, status
-  poll, log drain); teardown (last step end -> "Finished steps", the resource closing the
-  cluster) and RUN_SUCCESS -> return.
+  lines inside trained_model); for each Ray job, when its lines arrived (the dashboard's log
+  tail sleeps 1 s whenever it has caught up, so these are late by up to a second or two):
+  submitted, "Running entrypoint", "Connected to Ray cluster" (interpreter + imports +
+  ray.init), its last line -> step end (job exit, status read, log drain, the asset's own
+  bookkeeping after the job); teardown (last step end -> "Finished steps", the resource closing
+  the cluster) and RUN_SUCCESS -> return.
 
 Provisioning and teardown are also measured on their own: ``LocalRayBackend(...).session(
 ClusterRequest(workers=2, cpus_per_worker=1))`` entered and left once, after the run.
@@ -180,7 +181,7 @@ def analyze(instance, run_id: str, t_call: float, total: float) -> dict[str, Any
         in_job = float(value)
         in_job_total += in_job
         row.update({"in_job_s": _rd(in_job), "rest_s": _rd(dur - in_job) if dur is not None else None})
-        # when the lines arrived in the event log (the job's log is followed once a second)
+        # when the lines arrived in the event log (the dashboard's tail delivers them late by <= 1-2 s)
         submit = _first(mine, lambda k, s, m: "[pipes] Ray job" in m and "submitted" in m)
         entry = _first(mine, lambda k, s, m: m.startswith("Running entrypoint for job"))
         pipes = _first(mine, lambda k, s, m: "successfully opened dagster pipes" in m)
