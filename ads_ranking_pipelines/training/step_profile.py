@@ -78,11 +78,11 @@ class StepProfile:
     # ---- hooks into the sharded model -------------------------------------------------------
 
     def attach(self, model: nn.Module) -> None:
-        """Time the sharded embedding collection and DDP's gradient all-reduce of ``model``."""
+        """Time the (sharded) embedding collection and DDP's gradient all-reduce of ``model``."""
         if not self.enabled:
             return
-        for module in model.modules():
-            if type(module).__name__.startswith("ShardedEmbeddingBagCollection"):
+        for module in model.modules():    # the outermost one: DMP's sharded collection, or a plain one
+            if "EmbeddingBagCollection" in type(module).__name__:
                 module.register_forward_pre_hook(self._embedding_pre)
                 module.register_forward_hook(self._embedding_post)
                 break

@@ -150,12 +150,20 @@ def _resources(params: TrainingParams) -> dict[str, float]:
     return res
 
 
-class _ProgressPump:
-    """Drains the workers' progress queue into the reporter from a background thread."""
+_PUMP_STOP = {"kind": "__pump_stop__"}
 
-    def __init__(self, q: Any, reporter: Reporter) -> None:
+
+class _ProgressPump:
+    """Drains the workers' progress queue into the reporter from a background thread.
+
+    Leaving the ``with`` block puts a stop record behind everything already queued, so the
+    thread ends as soon as it has handled those (not after its blocking ``get`` times out).
+    """
+
+    def __init__(self, q: Any, reporter: Reporter, poll_s: float = 0.5) -> None:
         self.q = q
         self.reporter = reporter
+        self.poll_s = poll_s
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.epochs: list[dict[str, Any]] = []
@@ -169,25 +177,33 @@ class _ProgressPump:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop.set()
+        try:
+            self.q.put_nowait(dict(_PUMP_STOP))
+        except Exception:                # full, or the queue actor died: the get times out
+            pass
         self.thread.join(timeout=30)
         self._drain_all()
 
     def _run(self) -> None:
         while not self.stop.is_set():
             try:
-                record = self.q.get(block=True, timeout=0.5)
+                record = self.q.get(block=True, timeout=self.poll_s)
             except queue_mod.Empty:
                 continue
             except Exception:            # the queue actor died: nothing more will come
-                if self.stop.wait(0.5):
+                if self.stop.wait(self.poll_s):
                     return
                 continue
+            if record == _PUMP_STOP:
+                return
             self._handle(record)
 
     def _drain_all(self) -> None:
         try:
             while not self.q.empty():
-                self._handle(self.q.get_nowait())
+                record = self.q.get_nowait()
+                if record != _PUMP_STOP:
+                    self._handle(record)
         except Exception:
             pass
 
