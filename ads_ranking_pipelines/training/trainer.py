@@ -17,8 +17,10 @@ can ``ray.init``). It
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import os
 import queue as queue_mod
 import threading
 import time
@@ -48,6 +50,12 @@ from ads_ranking_pipelines.training.train_loop import (
 )
 
 CHECKPOINTS_TO_KEEP = 2
+# Ray Train's controller checks its worker group every RAY_TRAIN_HEALTH_CHECK_INTERVAL_S (2 s by
+# default), so the end of training, and every step of the group's start, is noticed up to that
+# late. A quarter second costs a few tiny actor calls a second; a missed check is only an error
+# after RAY_TRAIN_WORKER_HEALTH_CHECK_TIMEOUT_S (10 min). Ray Train passes the variable from the
+# driver's environment to its controller at ``fit()``; a value set by the user wins.
+RAY_TRAIN_ENV_DEFAULTS = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.25"}
 
 
 @dataclass
@@ -151,6 +159,19 @@ def _resources(params: TrainingParams) -> dict[str, float]:
 
 
 _PUMP_STOP = {"kind": "__pump_stop__"}
+
+
+@contextlib.contextmanager
+def ray_train_env(environ: Any = None) -> Any:
+    """``RAY_TRAIN_ENV_DEFAULTS`` set in ``environ`` (``os.environ``) where unset, for one ``fit()``."""
+    env = os.environ if environ is None else environ
+    added = {k: v for k, v in RAY_TRAIN_ENV_DEFAULTS.items() if k not in env}
+    env.update(added)
+    try:
+        yield
+    finally:
+        for k in added:
+            env.pop(k, None)
 
 
 class _ProgressPump:
@@ -392,7 +413,7 @@ def train(spec: TrainJobSpec, reporter: Reporter, *,
                  f"{window.train_rows} rows, validating on the last {window.rows - window.train_rows} "
                  f"({'GPU' if params.uses_gpu else 'CPU'}), run {spec.run_name} under {storage}")
     try:
-        with _ProgressPump(progress_q, reporter) as pump:
+        with _ProgressPump(progress_q, reporter) as pump, ray_train_env():
             result = trainer.fit()
     finally:
         try:

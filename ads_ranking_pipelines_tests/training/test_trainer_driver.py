@@ -1,4 +1,4 @@
-"""The driver's progress pump ends as soon as training does, with every record handled."""
+"""The training driver around trainer.fit(): its progress pump and the Ray Train settings it applies."""
 
 from __future__ import annotations
 
@@ -32,3 +32,17 @@ def test_leaving_the_pump_does_not_wait_out_its_blocking_get():
     assert pump.epochs == [{"epoch": 1, "loss": 0.5}]
     assert q.empty()
 
+
+
+def test_ray_train_checks_its_workers_often_during_fit_unless_the_user_said_otherwise():
+    from ads_ranking_pipelines.training.trainer import RAY_TRAIN_ENV_DEFAULTS, ray_train_env
+
+    key = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
+    env: dict[str, str] = {}
+    with ray_train_env(env):
+        assert env == {key: RAY_TRAIN_ENV_DEFAULTS[key]} and float(env[key]) < 2.0   # Ray's default: 2 s
+    assert env == {}
+    mine = {key: "5"}
+    with ray_train_env(mine):
+        assert mine == {key: "5"}
+    assert mine == {key: "5"}
