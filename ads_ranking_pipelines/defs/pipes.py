@@ -196,6 +196,7 @@ def run_ray_job(context: Any, session: ClusterSession, job: JobSpec, poll_interv
             context.log.warning(f"[pipes] run interrupted: stopping Ray job {job_id}")
             session.stop(job_id)
             raise
+        context.log.info(f"[pipes] Ray job {job_id} {status.state.value}")
         # the log follower reads what is left at once instead of waiting for the stream to close
         session.job_finished(job_id)
     custom = pipes.get_custom_messages()
