@@ -194,12 +194,36 @@ class LocalRayCluster:
     @classmethod
     def start(cls, request: ClusterRequest, state_dir: str | Path, start_timeout_s: float = 120,
               object_store_bytes: int = OBJECT_STORE_BYTES, *, run_id: str | None = None,
-              session: bool = False) -> "LocalRayCluster":
+              session: bool = False, attempts: int = 2) -> "LocalRayCluster":
+        """Start the head, then the worker nodes one at a time, and wait until all have joined.
+
+        On a loaded machine a Ray node can give up during its own start (the raylet allows its
+        dashboard agent 15 s; `ray start` allows the raylet 30 s). A start whose node process
+        exits is torn down completely and made again from scratch, up to ``attempts`` times.
+        """
         state_dir = Path(state_dir)
         existing = cls.find(request.name, state_dir)
         if existing is not None and existing.alive():
             raise BackendError(f"a local Ray cluster named {request.name!r} is already running "
                                f"(dashboard {existing.state.dashboard_url}); delete it or pick another name")
+        for attempt in range(1, attempts + 1):
+            cluster = cls._new(request, state_dir, object_store_bytes, run_id=run_id, session=session)
+            try:
+                cluster._bring_up(request, start_timeout_s)
+                return cluster
+            except NodeExited as exc:
+                cluster.stop(keep_logs=attempt == attempts)
+                if attempt == attempts:
+                    raise BackendError(f"{exc} (tried {attempts} times)") from None
+                log.warning("%s; starting %s again from scratch", exc, request.name)
+            except BaseException:
+                cluster.stop(keep_logs=True)
+                raise
+        raise AssertionError("unreachable")
+
+    @classmethod
+    def _new(cls, request: ClusterRequest, state_dir: Path, object_store_bytes: int, *,
+             run_id: str | None, session: bool) -> "LocalRayCluster":
         # Short path: Ray's unix socket paths must stay under ~107 characters.
         temp_dir = tempfile.mkdtemp(prefix="arp-", dir="/tmp")
         os.makedirs(Path(temp_dir) / "home", exist_ok=True)
@@ -216,22 +240,22 @@ class LocalRayCluster:
         )
         cluster = cls(state, state_dir)
         cluster._object_store_bytes = object_store_bytes
-        try:
-            head = cluster._spawn([
-                "--head", f"--port={gcs}", f"--dashboard-port={dash}", f"--dashboard-host={HOST}",
-                "--include-dashboard=true", f"--num-cpus={cls.head_cpus(request):g}",
-                f"--temp-dir={temp_dir}",
-            ], role="head")
-            state.head_pid = head.pid
-            cluster._save()
-            cluster._wait_dashboard(start_timeout_s)
-            # One node at a time: several raylets registering at once overload a 2-core GCS.
-            for i in range(request.workers):
-                cluster.start_worker_node(2 + i, start_timeout_s)
-        except BaseException:
-            cluster.stop(keep_logs=True)
-            raise
         return cluster
+
+    def _bring_up(self, request: ClusterRequest, timeout_s: float) -> None:
+        gcs, dash = self.state.gcs_address.rsplit(":", 1)[1], self.state.dashboard_url.rsplit(":", 1)[1]
+        head = self._spawn([
+            "--head", f"--port={gcs}", f"--dashboard-port={dash}", f"--dashboard-host={HOST}",
+            "--include-dashboard=true", f"--num-cpus={self.head_cpus(request):g}",
+            f"--temp-dir={self.state.temp_dir}",
+        ], role="head")
+        self.state.head_pid = head.pid
+        self._save()
+        self._wait_dashboard(timeout_s)
+        self.wait_for_nodes(1, timeout_s, watch_pid=head.pid)
+        # One node at a time: several raylets registering at once overload a 2-core GCS.
+        for i in range(request.workers):
+            self.start_worker_node(2 + i, timeout_s)
 
     @staticmethod
     def head_cpus(request: ClusterRequest) -> float:
@@ -274,9 +298,9 @@ class LocalRayCluster:
     def _wait_dashboard(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if not _pid_alive(self.state.head_pid):
-                raise BackendError(f"the Ray head of {self.name!r} exited during start; see "
-                                   f"{self.state.temp_dir}/head-0.log")
+            if not self._proc_alive(self.state.head_pid):
+                raise NodeExited(f"the Ray head node (pid {self.state.head_pid}) of {self.name!r} exited "
+                                 f"during start; last lines of its log:\n{self.log_tail(self.state.head_pid)}")
             with contextlib.suppress(requests.RequestException):
                 r = requests.get(f"{self.state.dashboard_url}/api/version", headers=self.auth_headers(), timeout=2)
                 if r.status_code == 200:
@@ -303,6 +327,8 @@ class LocalRayCluster:
                 self.wait_for_nodes(expected, timeout_s, watch_pid=pid)
                 return
             except NodeExited as exc:
+                if not self._proc_alive(self.state.head_pid):
+                    raise                                   # the whole start is retried
                 with self._lock:
                     self.state.worker_pids.remove(pid)
                     self._save()
@@ -327,11 +353,13 @@ class LocalRayCluster:
                 seen = self.alive_nodes()
                 if seen >= n:
                     return
-            if watch_pid is not None and not self._proc_alive(watch_pid):
-                raise NodeExited(f"the Ray worker node (pid {watch_pid}) of {self.name!r} exited before it "
-                                 f"joined; last lines of {self._logs.get(watch_pid)}:\n{self.log_tail(watch_pid)}")
+            for pid in (self.state.head_pid, watch_pid):
+                if pid and not self._proc_alive(pid):
+                    role = "head" if pid == self.state.head_pid else "worker"
+                    raise NodeExited(f"the Ray {role} node (pid {pid}) of {self.name!r} exited before the "
+                                     f"cluster was up; last lines of its log:\n{self.log_tail(pid)}")
             time.sleep(0.5)
-        tail = f"; last lines of {self._logs.get(watch_pid)}:\n{self.log_tail(watch_pid)}" if watch_pid else ""
+        tail = f"; last lines of the node's log:\n{self.log_tail(watch_pid)}" if watch_pid else ""
         raise BackendError(f"only {seen} of {n} Ray nodes of {self.name!r} came up within {timeout_s:.0f}s{tail}")
 
     def alive(self) -> bool:
