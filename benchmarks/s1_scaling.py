@@ -19,7 +19,9 @@ bare  the same work in this one process, no Ray, no Dagster: read + transform th
       logistic regression, correctly specified model, bootstrap intervals) on day D; score day
       D and write the scores as P3's bare path does. Figure: wall time of all of it.
 
-Each side's slope is the least-squares fit of wall seconds on millions of rows per day;
+A size is skipped (``skipped_sizes``) when its estimated time (the last size's, scaled by the
+rows) would pass ``BENCH_S1_BUDGET_S`` (default 2700 s) since the start, so a slow machine
+still gets a line for the sizes that fit. Each side's slope is the least-squares fit of wall seconds on millions of rows per day;
 ratio = our slope / the bare slope (1: each extra million rows costs us what it costs the bare
 pipeline; the intercepts, fixed costs, are P4's business). ``bare_train_slope_s_per_m`` is the
 slope of the bare training alone, for reference.
@@ -136,12 +138,26 @@ def _score(source, model_uri: str, out_dir: str, id_columns: tuple[str, ...]) ->
     return table.num_rows
 
 
+def budget_s() -> float:
+    return float(os.environ.get("BENCH_S1_BUDGET_S", "2700"))
+
+
 def body(tmp: str) -> dict[str, Any]:
     import torch
 
     params = _params()
-    points = []
+    points: list[dict[str, Any]] = []
+    skipped: list[int] = []
+    started = time.perf_counter()
     for rows in sizes():
+        if points and len(points) >= 2:
+            last = points[-1]
+            # wall time grows about linearly with the rows: this size's estimate from the last one's
+            estimate = (last["ours"]["wall_s"] + last["bare"]["wall_s"]) * rows / last["rows_per_day"]
+            if time.perf_counter() - started + estimate > budget_s():
+                log(f"{rows} rows/day skipped: about {estimate:.0f} s would pass the {budget_s():.0f} s budget")
+                skipped.append(rows)
+                continue
         load = loadavg()
         log(f"{rows} rows/day: our daily run")
         ours = _ours(tmp, rows, params)
@@ -168,7 +184,9 @@ def body(tmp: str) -> dict[str, Any]:
         "bare_train_slope_s_per_m": round(st, 2) if st is not None else None,
         "goal": 1.15, "goal_met": ratio is not None and ratio <= 1.15,
         "points": points,
-        "config": {"sizes": sizes(), "params": params.model_dump(mode="json"), "fast": fast()},
+        "skipped_sizes": skipped,
+        "config": {"sizes": sizes(), "budget_s": budget_s(), "params": params.model_dump(mode="json"),
+                   "fast": fast()},
         "loadavg_before": points[0]["loadavg_before"] if points else None, "loadavg_after": loadavg(),
     }
 
