@@ -196,7 +196,9 @@ HEADER = """# Benchmark results
 
 Written by `python -m benchmarks.run_all --record` (or `--record-from FILE` with lines captured
 from `make bench`). Each ratio is ours / a reference measured side by side in the same run
-(P4: overhead / total); the raw figures are in each run's JSON lines, and what every figure
+(P4: overhead / total; P6: peak memory above idle / the 6 GiB goal; S1: wall-time slope per
+million rows, ours / bare); P1 and P3 (since 2026-12-01) give the median over interleaved
+(ours, bare) pairs with [min-max]; the raw figures are in each run's JSON lines, and what every figure
 includes is in the docstring of its module (`benchmarks/p*.py`). Benchmarks are not tests: no
 figure here is asserted anywhere. The summary table is rebuilt from the run sections below on
 every `--record`.
