@@ -36,6 +36,7 @@ from ads_ranking_pipelines.storage.layout import day_uri
 from ads_ranking_pipelines.training.export import save_model_version
 from ads_ranking_pipelines.training.features import FeatureSpec, transform
 from ads_ranking_pipelines.training.model import DLRM, build_model
+from ads_ranking_pipelines.training.parquet_io import footer_readers
 from ads_ranking_pipelines.training.reporting import Reporter
 from ads_ranking_pipelines.training import warm_start
 from ads_ranking_pipelines.training.sharding import format_plan
@@ -313,11 +314,14 @@ def prepare_window(spec: TrainJobSpec, feature_spec: FeatureSpec, reporter: Repo
     """Read the window in time order, hold out its last part, shuffle the rest (all materialized)."""
     import ray.data
 
+    from ads_ranking_pipelines.events.layout import part_uris
+
     t0 = time.perf_counter()
     params = spec.params
     reporter.log(f"reading {len(spec.train_days)} day(s) of events from {spec.source.uri}")
     ray.data.DataContext.get_current().execution_options.preserve_order = True
-    ds = on_driver_node(read_window(spec, feature_spec).materialize())
+    with footer_readers(sum(len(part_uris(spec.source.uri, d, spec.source.completeness)) for d in spec.train_days)):
+        ds = on_driver_node(read_window(spec, feature_spec).materialize())
     rows = ds.count()
     if rows == 0:
         raise ValueError(f"the training window {[d.isoformat() for d in spec.train_days]} has no rows")
