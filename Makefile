@@ -36,7 +36,7 @@ ui: instance
 	$(VENV)/bin/dagster dev -h 127.0.0.1 -p 3000 -w workspace.yaml
 
 bench: venv
-	$(PY) -m benchmarks.run_all
+	$(PY) -m benchmarks.run_all $(BENCH_ARGS)
 
 # The Ray image for KubeRay (Dockerfile): make image IMAGE=REGISTRY/ads-ranking-pipelines:TAG
 # [VARIANT=gpu], then make push IMAGE=... . Needs a Docker engine (not on the dev machines).

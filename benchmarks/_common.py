@@ -223,3 +223,152 @@ def steady(history: list[dict[str, Any]], skip: int = 1) -> dict[str, Any]:
     return {"samples_per_s": round(samples / seconds, 1) if seconds > 0 else None,
             "epochs_used": [int(e["epoch"]) for e in kept], "samples": int(samples),
             "seconds": round(seconds, 3)}
+
+
+# ---- repeats -------------------------------------------------------------------------------
+
+PAIRS_ENV = "BENCH_PAIRS"         # run_all --pairs N: interleaved (ours, reference) repeats
+
+
+def pairs() -> int:
+    """How many interleaved (ours, reference) pairs a ratio is taken over (default 3, at least 1)."""
+    try:
+        return max(1, int(os.environ.get(PAIRS_ENV, "3")))
+    except ValueError:
+        return 3
+
+
+def spread(values: list[float | None], nd: int = 3) -> dict[str, Any]:
+    """Median, min and max of the values that exist (``None`` ones are left out and counted)."""
+    import statistics
+
+    xs = [float(v) for v in values if v is not None]
+    if not xs:
+        return {"median": None, "min": None, "max": None, "n": 0, "missing": len(values)}
+    out = {"median": round(statistics.median(xs), nd), "min": round(min(xs), nd), "max": round(max(xs), nd),
+           "n": len(xs)}
+    if len(xs) < len(values):
+        out["missing"] = len(values) - len(xs)
+    return out
+
+
+def fmt_spread(s: dict[str, Any] | None, nd: int = 3) -> str:
+    if not s or s.get("median") is None:
+        return "?"
+    return f"{s['median']:.{nd}g} [{s['min']:.{nd}g}-{s['max']:.{nd}g}]"
+
+
+def thread_counts() -> dict[str, Any]:
+    """Threads this process uses (torch intra/inter-op, threadpoolctl's OpenMP/BLAS pools)."""
+    from ads_ranking_pipelines.training.step_profile import thread_counts as counts
+
+    return counts()
+
+
+# ---- memory --------------------------------------------------------------------------------
+
+def used_memory_bytes() -> int | None:
+    """MemTotal - MemAvailable of the whole machine (what ``free`` calls used, page cache excluded)."""
+    fields: dict[str, int] = {}
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/meminfo") as f:
+            for line in f:
+                key, rest = line.split(":", 1)
+                fields[key] = int(rest.split()[0]) * 1024
+    if "MemTotal" in fields and "MemAvailable" in fields:
+        return fields["MemTotal"] - fields["MemAvailable"]
+    return None
+
+
+def process_memory(pid: int) -> tuple[int, int] | None:
+    """(RSS, PSS) in bytes of one process, or None if it is gone or unreadable."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            vals = {}
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 2 and parts[0] in ("Rss:", "Pss:"):
+                    vals[parts[0]] = int(parts[1]) * 1024
+        return vals.get("Rss:", 0), vals.get("Pss:", 0)
+    except (OSError, ValueError):
+        return None
+
+
+class MemorySampler:
+    """Samples the machine's used memory every ``interval_s`` and, every ``proc_interval_s``,
+    the summed RSS and PSS of the processes whose command line or environment names
+    ``marker`` (a run's temp dir: its CLI, Dagster, the local Ray cluster's nodes, raylets,
+    workers and job drivers all carry it), from a background thread.
+
+    ``baseline(seconds)`` first takes the idle figure (median over that long) before the run
+    starts; ``result()`` gives the peaks, the peak above the baseline and how many processes
+    were seen.
+    """
+
+    def __init__(self, marker: str, interval_s: float = 0.2, proc_interval_s: float = 0.5) -> None:
+        import threading
+
+        self.marker = marker
+        self.interval_s = interval_s
+        self.proc_interval_s = proc_interval_s
+        self.idle: int | None = None
+        self.peak_used = 0
+        self.peak_rss = self.peak_pss = 0
+        self.peak_procs = 0
+        self.pids_seen: set[int] = set()
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="memory-sampler", daemon=True)
+
+    def baseline(self, seconds: float = 3.0) -> None:
+        import statistics
+
+        xs = []
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            v = used_memory_bytes()
+            if v is not None:
+                xs.append(v)
+            time.sleep(self.interval_s)
+        self.idle = int(statistics.median(xs)) if xs else None
+
+    def __enter__(self) -> "MemorySampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        from ads_ranking_pipelines.backends.local_cluster import pids_mentioning
+
+        next_procs = 0.0
+        while not self._stop.is_set():
+            used = used_memory_bytes()
+            if used is not None:
+                self.peak_used = max(self.peak_used, used)
+                self.samples += 1
+            now = time.monotonic()
+            if now >= next_procs:
+                next_procs = now + self.proc_interval_s
+                pids = [p for p in pids_mentioning(self.marker) if p != os.getpid()]
+                mem = [m for m in (process_memory(p) for p in pids) if m is not None]
+                self.pids_seen.update(pids)
+                self.peak_rss = max(self.peak_rss, sum(m[0] for m in mem))
+                self.peak_pss = max(self.peak_pss, sum(m[1] for m in mem))
+                self.peak_procs = max(self.peak_procs, len(mem))
+            self._stop.wait(self.interval_s)
+
+    def result(self) -> dict[str, Any]:
+        gib = 1024 ** 3
+        return {
+            "machine_peak_above_idle_gib": round((self.peak_used - self.idle) / gib, 3) if self.idle else None,
+            "machine_idle_used_gib": round(self.idle / gib, 3) if self.idle else None,
+            "machine_peak_used_gib": round(self.peak_used / gib, 3),
+            "processes_peak_pss_gib": round(self.peak_pss / gib, 3),
+            "processes_peak_rss_gib": round(self.peak_rss / gib, 3),
+            "processes_peak_count": self.peak_procs,
+            "processes_seen": len(self.pids_seen),
+            "samples": self.samples,
+        }

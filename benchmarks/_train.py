@@ -1,4 +1,10 @@
-"""Training helpers shared by P1 and P2: our Ray Train path, and a bare single-process loop."""
+"""Training helpers shared by P1, P2 and S1: our Ray Train path, and a bare single-process loop.
+
+Both sides time the phases of their steps the same way (``training.step_profile``: our path
+with ``TrainingParams.profile_steps``, the bare loop with a ``StepProfile`` around the same
+phases; a few clock reads per step on each side) and say how many threads they really used
+(measured inside each Ray Train worker, and in the bare loop's process).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,7 @@ import os
 import time
 from typing import Any
 
-from benchmarks._common import QuietReporter, fast, log, steady
+from benchmarks._common import QuietReporter, fast, log, steady, thread_counts
 
 # The partition day the window ends before (any fixed day works; data is synthetic).
 DAY = dt.date(2026, 3, 10)
@@ -21,11 +27,34 @@ def rows_per_day() -> int:
     return 20_000 if fast() else 100_000
 
 
-def params(num_workers: int, epochs: int):
+def params(num_workers: int, epochs: int, profile: bool = True):
     """Default ``TrainingParams`` (hash_buckets 100k, dim 16, batch 1024/worker, 1 CPU/worker)."""
     from ads_ranking_pipelines.config.training import TrainingParams
 
-    return TrainingParams(num_workers=num_workers, epochs=epochs, max_failures=0, cpus_per_worker=1)
+    return TrainingParams(num_workers=num_workers, epochs=epochs, max_failures=0, cpus_per_worker=1,
+                          profile_steps=profile)
+
+
+PHASES = ("input_wait", "to_tensors", "batch_allreduce", "forward", "embedding_forward", "backward",
+          "grad_allreduce", "optimizer", "other")
+
+
+def phase_table(history: list[dict[str, Any]], samples_key: str = "samples") -> dict[str, Any]:
+    """Per-phase figures of the epochs after the first: mean seconds per epoch and microseconds
+    per training sample (the epoch's time, on the rank that measured it, over all samples)."""
+    kept = history[1:] if len(history) > 1 else history
+    samples = sum(float(e[samples_key]) for e in kept)
+    out: dict[str, Any] = {}
+    for ph in PHASES:
+        vals = [e.get(f"profile_{ph}_s") for e in kept]
+        if any(v is None for v in vals) or not kept:
+            continue
+        total = sum(float(v) for v in vals)
+        out[ph] = {"s_per_epoch": round(total / len(kept), 4), "us_per_sample": round(1e6 * total / samples, 3)}
+    epoch_s = sum(float(e["epoch_s"]) for e in kept)
+    out["epoch"] = {"s_per_epoch": round(epoch_s / max(1, len(kept)), 4),
+                    "us_per_sample": round(1e6 * epoch_s / samples, 3) if samples else None}
+    return out
 
 
 def params_summary(p) -> dict[str, Any]:
@@ -36,7 +65,8 @@ def params_summary(p) -> dict[str, Any]:
 
 
 def run_ours(tmp: str, source, days: list[dt.date], p, tag: str) -> dict[str, Any]:
-    """``trainer.train`` on the already-initialised local Ray; the trainer's own epoch figures."""
+    """``trainer.train`` on the already-initialised local Ray; the trainer's own epoch figures,
+    the phase table (``profile_steps``) and the threads each worker measured."""
     from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
     from ads_ranking_pipelines.training.trainer import train
 
@@ -65,9 +95,21 @@ def run_ours(tmp: str, source, days: list[dt.date], p, tag: str) -> dict[str, An
         "dataset_read_s": read_s,
         "train_wall_s": result.wall_seconds,
         "train_call_s": round(call_s, 2),
+        "epochs_run": len(hist),
+        "phases": phase_table(hist) if p.profile_steps else None,
+        "threads_per_rank": _threads(hist),
     }
     log(f"ours [{tag}]: {out}")
     return out
+
+
+def _threads(history: list[dict[str, Any]]) -> Any:
+    import json
+
+    for e in reversed(history):
+        if e.get("profile_threads"):
+            return json.loads(e["profile_threads"])
+    return None
 
 
 def embedding_optimizer_kwargs(p) -> dict[str, float]:
@@ -77,7 +119,7 @@ def embedding_optimizer_kwargs(p) -> dict[str, float]:
 
 
 def run_bare(source, days: list[dt.date], p, threads: int, epochs: int | None = None,
-             max_seconds: float | None = None) -> dict[str, Any]:
+             max_seconds: float | None = None, holdout: float = 0.0, keep_model: bool = False) -> dict[str, Any]:
     """One process, no Ray, no sharding, no process group: ``build_model`` unsharded on CPU.
 
     Same rows, already transformed by ``features.transform``, same batch size per step as one
@@ -86,6 +128,9 @@ def run_bare(source, days: list[dt.date], p, threads: int, epochs: int | None = 
     inside backward), the MLPs dense Adam (constant learning rates: a schedule costs nothing
     measurable). ``threads`` intra-op threads. With ``max_seconds``, no epoch after the second
     starts once that much time has passed (a contended machine can make a run 10-50x slower).
+    With ``holdout`` (S1: as ``validation_fraction``), the last part of the rows is not trained
+    on but scored after every epoch, as our loop validates; ``keep_model`` returns the model
+    under ``"model"``.
     """
     import numpy as np
     import torch
@@ -97,6 +142,7 @@ def run_bare(source, days: list[dt.date], p, threads: int, epochs: int | None = 
     from ads_ranking_pipelines.training.batches import make_batch
     from ads_ranking_pipelines.training.features import FeatureSpec, transform
     from ads_ranking_pipelines.training.model import build_model
+    from ads_ranking_pipelines.training.step_profile import StepProfile
     from ads_ranking_pipelines.training.train_loop import quiet_warnings
 
     quiet_warnings()
@@ -105,7 +151,9 @@ def run_bare(source, days: list[dt.date], p, threads: int, epochs: int | None = 
     t0 = time.perf_counter()
     x = transform(read_days(source, days, feature_spec.read_columns), feature_spec)
     read_s = time.perf_counter() - t0
-    n = len(x["label"])
+    n_all = len(x["label"])
+    n = n_all - int(round(n_all * holdout))
+    valid = {k: v[n:] for k, v in x.items()} if n < n_all else None
 
     model = build_model(p, feature_spec, device=torch.device("cpu"))
     model = fuse_embedding_optimizer(model, RowWiseAdagrad, embedding_optimizer_kwargs(p),
@@ -114,6 +162,9 @@ def run_bare(source, days: list[dt.date], p, threads: int, epochs: int | None = 
     dense_opt = torch.optim.Adam(dense, lr=p.learning_rate)
     keys = list(feature_spec.sparse_columns)
     model.train()
+    prof = StepProfile(True)
+    prof.attach(model)
+    phase = prof.phase
 
     history = []
     started = time.perf_counter()
@@ -121,23 +172,33 @@ def run_bare(source, days: list[dt.date], p, threads: int, epochs: int | None = 
         if max_seconds is not None and epoch >= 2 and time.perf_counter() - started > max_seconds:
             log(f"bare ({threads} threads): stopping after {epoch} epochs ({max_seconds:.0f}s budget)")
             break
+        prof.take(0.0)
         t0 = time.perf_counter()
         loss_sum = torch.zeros((), dtype=torch.float64)
         seen = steps = 0
         for lo in range(0, n, p.batch_size):
-            arrays = {k: v[lo:lo + p.batch_size] for k, v in x.items()}
-            batch = make_batch(arrays, keys)
-            logits = model(batch.dense, batch.sparse)
-            loss = F.binary_cross_entropy_with_logits(logits, batch.label)
-            dense_opt.zero_grad()
-            loss.backward()              # embedding rows updated here (fused row-wise Adagrad)
-            dense_opt.step()             # dense Adam
+            with phase("input_wait"):
+                arrays = {k: v[lo:lo + p.batch_size] for k, v in x.items()}
+            with phase("to_tensors"):
+                batch = make_batch(arrays, keys)
+            with phase("forward"):
+                logits = model(batch.dense, batch.sparse)
+                loss = F.binary_cross_entropy_with_logits(logits, batch.label)
+            with phase("optimizer"):
+                dense_opt.zero_grad()
+            with phase("backward"):
+                loss.backward()              # embedding rows updated here (fused row-wise Adagrad)
+            with phase("optimizer"):
+                dense_opt.step()             # dense Adam
             loss_sum += loss.detach().double() * batch.size
             seen += batch.size
             steps += 1
         s = time.perf_counter() - t0
         history.append({"epoch": epoch + 1, "samples": seen, "steps": steps, "epoch_s": round(s, 3),
-                        "samples_per_s": round(seen / s, 1), "loss": float(loss_sum.item() / seen)})
+                        "samples_per_s": round(seen / s, 1), "loss": float(loss_sum.item() / seen),
+                        **prof.take(s)})
+        if valid is not None:
+            history[-1]["valid_s"] = _score_rows(model, valid, keys)
         log(f"bare epoch {epoch + 1}: {history[-1]}")
     st = steady(history)
     assert np.isfinite(history[-1]["loss"])
@@ -149,4 +210,25 @@ def run_bare(source, days: list[dt.date], p, threads: int, epochs: int | None = 
         "final_loss": round(history[-1]["loss"], 5),
         "read_transform_s": round(read_s, 2),
         "threads": threads,
+        "threads_measured": thread_counts(),
+        "epochs_run": len(history),
+        "train_s": round(sum(e["epoch_s"] for e in history), 3),
+        "phases": phase_table(history),
+        **({"model": model, "feature_spec": feature_spec} if keep_model else {}),
     }
+
+
+def _score_rows(model, x: dict[str, Any], keys: list[str], batch: int = 8192) -> float:
+    """Seconds to score ``x`` in eval mode (as our loop's validation does), back in train mode."""
+    import torch
+
+    from ads_ranking_pipelines.training.batches import make_batch
+
+    t0 = time.perf_counter()
+    model.eval()
+    with torch.no_grad():
+        for lo in range(0, len(x["label"]), batch):
+            b = make_batch({k: v[lo:lo + batch] for k, v in x.items()}, keys)
+            torch.sigmoid(model(b.dense, b.sparse))
+    model.train()
+    return round(time.perf_counter() - t0, 3)

@@ -1,28 +1,35 @@
 """P1: training samples/s of our Ray Train path vs a bare single-process torch loop.
 
 ours  ``training.trainer.train`` (TorchTrainer, 2 workers x 1 CPU x 1 torch thread, TorchRec DMP
-      over gloo, fed by a materialized Ray Data dataset) on an in-process local Ray. Figure: the
-      trainer's own per-epoch ``samples_per_s`` (all workers' samples / rank 0's epoch time),
-      samples-weighted over the epochs after the first. An epoch's time covers iter_batches from
-      the object store, numpy -> tensors/KJT, the per-step "every rank has a batch" all-reduce,
-      forward (embedding all-to-all), backward (fused row-wise Adagrad, DDP all-reduce), Adam.
-      It excludes the per-epoch checkpoint (reported apart), Ray start, the dataset read and
-      transform, the worker-group start and the export.
-bare  the same unsharded ``build_model`` in this one process, 2 torch threads (= our total),
-      same transformed rows in the same order, batch = our per-worker batch, fused row-wise
-      Adagrad on the tables + Adam on the MLPs (see ``_train.run_bare``). Figure: rows / time
-      of the epochs after the first (slicing numpy, tensors/KJT, forward, backward, steps).
+      over gloo, fed by a materialized Ray Data dataset) on an in-process local Ray, with
+      ``profile_steps`` on. Figure: the trainer's own per-epoch ``samples_per_s`` (all workers'
+      samples / rank 0's epoch time), samples-weighted over the epochs after the first. An
+      epoch's time covers iter_batches from the object store, numpy -> tensors/KJT, the per-step
+      "every rank has a batch" all-reduce, forward (embedding all-to-all), backward (fused
+      row-wise Adagrad, DDP all-reduce), Adam. It excludes the per-epoch validation and
+      checkpoint (the checkpoint is reported apart), Ray start, the dataset read and transform,
+      the worker-group start and the export.
+bare  the same unsharded ``build_model`` in this one process, same transformed rows in the same
+      order, batch = our per-worker batch, fused row-wise Adagrad on the tables + Adam on the
+      MLPs (see ``_train.run_bare``), with 2 torch threads (= our total) and with 1. Figure: rows
+      / time of the epochs after the first (slicing numpy, tensors/KJT, forward, backward, steps).
 
-The bare loop is run twice before Ray starts, so nothing of ours competes: with 1 thread (2
-epochs: one warm-up, one measured) and with 2 threads (= our total; all epochs, unless 45 s
-have passed after the second). The reference is the faster of the two: on a quiet machine
-that should be the 2-thread run the comparison asks for (on an idle moment of the build
-machine 1 and 2 threads were within 10 %: the ops are small); on a contended one, two OpenMP
-threads lose far more than one (each parallel region waits for a descheduled thread: 10-50x
-slower was seen with a load average of 3-5 on 2 cores), and a reference crippled that way
-would flatter ours. ``contended: true`` says the 1-thread run won.
+Interleaved repeats: one Ray is started, then ``--pairs`` N times (default 3): ours, bare with
+2 threads (all epochs, unless 45 s have passed after the second), bare with 1 thread (2 epochs:
+one warm-up, one measured); the load average is read before each. Each pair gives a ratio
+ours / the faster of its two bare runs (on a quiet machine that should be the 2-thread run;
+on a contended one two OpenMP threads can lose 10-50x, and a reference crippled that way would
+flatter ours; ``contended`` counts the pairs where 1 thread won) and ours / bare-2-threads.
+``ratio`` is the median over the pairs, with min and max beside it.
 
-ratio = ours / bare (the faster bare run); ``ratio_vs_bare_2threads`` is ours / the 2-thread run.
+Both sides time the same phases (``training.step_profile``; a few clock reads per step on
+each side): ``breakdown`` gives, per phase, microseconds per training sample (median over the
+pairs; ours: rank 0's time over all ranks' samples, i.e. the wall time per sample of the job;
+bare: the pair's reference run, i.e. the faster of its two) and ``gap_us_per_sample`` = ours -
+bare per phase, which says where each lost percent went (``embedding_forward`` is part of
+``forward``, ``grad_allreduce`` part of ``backward``).
+Threads: ``threads_ours`` as measured inside each Ray Train worker (torch intra/inter-op,
+threadpoolctl pools), ``threads_bare`` in this process.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ import os
 from typing import Any
 
 from benchmarks import _train
-from benchmarks._common import bench_main, fast, loadavg, local_ray, log, synthetic_source
+from benchmarks._common import bench_main, fast, loadavg, local_ray, log, pairs, spread, synthetic_source
 
 WORKERS = 2
 NUM_CPUS = 3      # as the Ray Train test: 2 one-CPU workers + room for the trainer's own actors
@@ -42,37 +49,70 @@ def body(tmp: str) -> dict[str, Any]:
     days = _train.window()
     source = synthetic_source(os.path.join(tmp, "events"), days, _train.rows_per_day())
     p = _train.params(WORKERS, epochs)
-    load_before = loadavg()
-
-    log("bare loop")
-    bare1 = _train.run_bare(source, days, p, threads=1, epochs=2)
-    bare = _train.run_bare(source, days, p, threads=WORKERS * int(p.cpus_per_worker), max_seconds=45)
-    log("our Ray Train path")
+    runs: list[dict[str, Any]] = []
     with local_ray(tmp, NUM_CPUS):
-        ours = _train.run_ours(tmp, source, days, p, "p1")
+        for i in range(pairs()):
+            run: dict[str, Any] = {"pair": i + 1, "loadavg_before": loadavg()}
+            log(f"pair {i + 1}: our Ray Train path")
+            run["ours"] = _train.run_ours(tmp, source, days, p, f"p1-{i + 1}")
+            run["loadavg_before_bare"] = loadavg()
+            log(f"pair {i + 1}: bare loop")
+            run["bare2"] = _train.run_bare(source, days, p, threads=WORKERS * int(p.cpus_per_worker), max_seconds=45)
+            run["bare1"] = _train.run_bare(source, days, p, threads=1, epochs=2)
+            runs.append(run)
+    return summarize(runs, p, days)
 
-    best = max((bare, bare1), key=lambda b: b["samples_per_s"] or 0.0)
-    ratio = ours["samples_per_s"] / best["samples_per_s"] if best["samples_per_s"] else None
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
+
+
+def summarize(runs: list[dict[str, Any]], p, days) -> dict[str, Any]:
+    ratios, ratios2, contended = [], [], 0
+    for r in runs:
+        best = max((r["bare2"], r["bare1"]), key=lambda b: b["samples_per_s"] or 0.0)
+        contended += best is r["bare1"]
+        r["bare_best_threads"] = best["threads"]
+        ratios.append(_ratio(r["ours"]["samples_per_s"], best["samples_per_s"]))
+        ratios2.append(_ratio(r["ours"]["samples_per_s"], r["bare2"]["samples_per_s"]))
+    ratio = spread(ratios)
     return {
-        "ratio": round(ratio, 3) if ratio is not None else None,
-        "metric": "training samples/s, steady-state epochs (first epoch excluded)",
-        "ours_samples_per_s": ours["samples_per_s"],
-        "bare_samples_per_s": best["samples_per_s"],
-        "bare_threads": best["threads"],
-        "ratio_vs_bare_2threads": (round(ours["samples_per_s"] / bare["samples_per_s"], 3)
-                                   if bare["samples_per_s"] else None),
-        "contended": best is bare1,
-        "ours": ours,
-        "bare_2threads": bare,
-        "bare_1thread": bare1,
-        "config": {**_train.params_summary(p), "rows": ours["rows"], "days": len(days),
+        "ratio": ratio["median"],
+        "ratio_min": ratio["min"], "ratio_max": ratio["max"], "pairs": len(runs),
+        "metric": "training samples/s, steady-state epochs (first epoch excluded), ours / bare, median of interleaved pairs",
+        "ours_samples_per_s": spread([r["ours"]["samples_per_s"] for r in runs], 1),
+        "bare_samples_per_s": spread([max(r["bare2"]["samples_per_s"] or 0, r["bare1"]["samples_per_s"] or 0)
+                                      for r in runs], 1),
+        "ratio_vs_bare_2threads": spread(ratios2),
+        "contended_pairs": contended,
+        "threads_ours": runs[-1]["ours"].get("threads_per_rank"),
+        "threads_bare": {"2": runs[-1]["bare2"].get("threads_measured"), "1": runs[-1]["bare1"].get("threads_measured")},
+        "loadavg_per_pair": [r["loadavg_before"] for r in runs],
+        "breakdown": breakdown([r["ours"]["phases"] for r in runs],
+                               [r["bare2" if r["bare_best_threads"] == r["bare2"]["threads"] else "bare1"]["phases"]
+                                for r in runs]),
+        "runs": runs,
+        "config": {**_train.params_summary(p), "rows": runs[0]["ours"]["rows"], "days": len(days),
                    "total_threads": WORKERS * int(p.cpus_per_worker), "ray_num_cpus": NUM_CPUS,
                    "bare_optimizer": "fused rowwise Adagrad (tables) + Adam (MLPs)",
                    "embedding_optimizer": _train.embedding_optimizer_kwargs(p),
                    "ours_optimizer": "fused rowwise Adagrad (sharded tables) + Adam (DDP MLPs)",
-                   "fast": fast()},
-        "loadavg_before": load_before, "loadavg_after": loadavg(),
+                   "profile_steps": True, "fast": fast()},
+        "loadavg_before": runs[0]["loadavg_before"], "loadavg_after": loadavg(),
     }
+
+
+def breakdown(ours: list[dict[str, Any] | None], bare: list[dict[str, Any] | None]) -> dict[str, Any]:
+    """Per phase: median microseconds per sample of ours and of each pair's reference bare run, and the gap."""
+    out: dict[str, Any] = {}
+    for ph in _train.PHASES + ("epoch",):
+        o = spread([(t or {}).get(ph, {}).get("us_per_sample") for t in ours])
+        b = spread([(t or {}).get(ph, {}).get("us_per_sample") for t in bare])
+        if o["median"] is None and b["median"] is None:
+            continue
+        out[ph] = {"ours_us_per_sample": o["median"], "bare_us_per_sample": b["median"],
+                   "gap_us_per_sample": round((o["median"] or 0.0) - (b["median"] or 0.0), 3)}
+    return out
 
 
 if __name__ == "__main__":

@@ -9,18 +9,24 @@ ours  ``training.inference.score_day`` with an ``InferenceJobSpec`` (id column i
       ``read_parquet`` -> ``map_batches(score_batch, batch 8192, num_cpus=1, concurrency=2)`` ->
       ``write_parquet``. Figure: score_day's own ``seconds`` (read + transform + score + write,
       including each map worker's first model load; excluding the schema check before and the
-      re-read that counts rows after). "cold" is the first call on fresh Ray workers (what a
+      re-read that counts rows after). "cold" is the first call on a freshly started Ray (what a
       daily Ray job does); "warm" a second call (workers and their cached predictor reused).
-bare  one process, 2 torch threads (= our 2 one-CPU tasks): ``export.load_predictor``, pyarrow
-      ``read_table`` of the same part files and columns, ``Predictor.score_rows`` on the whole
-      table, the same output columns written with ``pyarrow.parquet.write_table``. Figure: all of
-      load + read + score + write, in a process that has already scored 2048 rows once (imports
-      and first-call costs excluded).
+      Breakdown: score_day's ``stage_*_s`` (Ray Data's task seconds per phase: read, Arrow <->
+      pandas convert, transform + score, write; summed over tasks, so up to 2 x the wall time)
+      and ``scheduling_s`` = 2 x wall - task seconds (worker start, scheduling, idle CPUs).
+      Threads: a ``num_cpus=1`` probe task on the same Ray (the map tasks' settings) reports
+      torch's and threadpoolctl's thread counts.
+bare  one process: ``export.load_predictor``, pyarrow ``read_table`` of the same part files and
+      columns, ``features.transform`` + ``Predictor.predict`` on the whole table, the same output
+      columns written with ``pyarrow.parquet.write_table``; with 2 torch threads (= our 2 one-CPU
+      tasks) and with 1. Figure: all of load + read + transform + score + write, in a process
+      that has already scored 2048 rows once (imports and first-call costs excluded).
 
-The bare run is done with 2 threads and with 1 thread; the reference is the faster (see P1:
-on a contended machine 2 OpenMP threads lose far more than 1; ``contended: true`` says 1 won).
-
-ratio = ours (cold) / bare rows/s; ``ratio_warm`` = ours (warm) / bare.
+Interleaved repeats, ``--pairs`` N times (default 3): a fresh Ray with ours cold and warm, Ray
+shut down, then bare with 2 threads and with 1 thread; the load average before each. Per pair,
+ratio = ours cold / the faster bare run (see P1 on why the faster; ``contended_pairs`` counts
+the pairs where 1 thread won), ``ratio_warm`` = ours warm / the same. ``ratio`` is the median
+over the pairs, with min and max.
 """
 
 from __future__ import annotations
@@ -30,7 +36,8 @@ import os
 import time
 from typing import Any
 
-from benchmarks._common import QuietReporter, bench_main, fast, loadavg, local_ray, log, synthetic_source
+from benchmarks._common import (QuietReporter, bench_main, fast, loadavg, local_ray, log, pairs, spread,
+                               synthetic_source, thread_counts)
 
 DAY = dt.date(2026, 3, 10)
 NUM_CPUS = 2
@@ -62,6 +69,7 @@ def _bare(source, model_uri: str, out_dir: str, threads: int) -> dict[str, Any]:
 
     from ads_ranking_pipelines.events.layout import part_uris
     from ads_ranking_pipelines.training.export import load_predictor
+    from ads_ranking_pipelines.training.features import transform
 
     torch.set_num_threads(threads)
     cols = list(dict.fromkeys([*ID_COLUMNS, *source.feature_columns]))
@@ -73,7 +81,9 @@ def _bare(source, model_uri: str, out_dir: str, threads: int) -> dict[str, Any]:
     t1 = time.perf_counter()
     table = pq.read_table(parts, columns=cols)
     t2 = time.perf_counter()
-    scores = predictor.score_rows(table)
+    x = transform(table, predictor.feature_spec, with_label=False)
+    t2b = time.perf_counter()
+    scores = predictor.predict(x["dense"], x["sparse"])
     t3 = time.perf_counter()
     out = pd.DataFrame({c: table.column(c).to_numpy() for c in ID_COLUMNS})
     out["score"] = scores.astype(np.float32)
@@ -85,57 +95,111 @@ def _bare(source, model_uri: str, out_dir: str, threads: int) -> dict[str, Any]:
     return {"rows": rows, "seconds": round(t4 - t0, 3), "rows_per_s": round(rows / (t4 - t0), 1),
             "score_only_rows_per_s": round(rows / (t3 - t2), 1),
             "breakdown_s": {"load_model": round(t1 - t0, 3), "read": round(t2 - t1, 3),
-                            "transform_score": round(t3 - t2, 3), "write": round(t4 - t3, 3)},
-            "threads": threads}
+                            "transform": round(t2b - t2, 3), "score": round(t3 - t2b, 3),
+                            "write": round(t4 - t3, 3)},
+            "threads": threads, "threads_measured": thread_counts()}
 
 
-def body(tmp: str) -> dict[str, Any]:
-    from ads_ranking_pipelines.training.inference import score_day
+def _probe_threads() -> Any:
+    """Thread counts inside a ``num_cpus=1`` Ray task (what a map_batches task of ours gets)."""
+    import ray
+
+    from ads_ranking_pipelines.training.step_profile import thread_counts as counts
+
+    return ray.get(ray.remote(num_cpus=1)(counts).remote())
+
+
+def _ours(tmp: str, source, model_uri: str, params, pair: int) -> dict[str, Any]:
     from ads_ranking_pipelines.contracts.jobs import InferenceJobSpec
-
-    rows_per_day = 20_000 if fast() else 500_000
-    source = synthetic_source(os.path.join(tmp, "events"), [DAY], rows_per_day)
-    model_uri, params = _write_model(tmp, source)
-    load_before = loadavg()
-
-    log("bare")
-    bare = _bare(source, model_uri, os.path.join(tmp, "scores", "bare"), threads=NUM_CPUS)
-    bare1 = _bare(source, model_uri, os.path.join(tmp, "scores", "bare1"), threads=1)
-    log(f"bare: {bare}; 1 thread: {bare1}")
+    from ads_ranking_pipelines.training.inference import score_day
 
     ours: dict[str, Any] = {}
-    with local_ray(tmp, NUM_CPUS):
+    with local_ray(os.path.join(tmp, f"ray{pair}"), NUM_CPUS):
         for label in ("cold", "warm"):
             spec = InferenceJobSpec(source=source, day=DAY, model_uri=model_uri, model_version="bench",
-                                    output_uri=os.path.join(tmp, "scores", f"ours-{label}"),
+                                    output_uri=os.path.join(tmp, "scores", f"ours-{pair}-{label}"),
                                     hash_buckets=params.hash_buckets, id_columns=ID_COLUMNS)
             t0 = time.perf_counter()
             stats = score_day(spec, QuietReporter())
             call_s = time.perf_counter() - t0
+            stages = {k: v for k, v in stats.items() if k.startswith("stage_")}
             ours[label] = {"rows": stats["rows"], "seconds": stats["seconds"], "rows_per_s": stats["rows_per_s"],
-                           "score_day_call_s": round(call_s, 3)}
+                           "score_day_call_s": round(call_s, 3), "stages": stages,
+                           "scheduling_s": (round(NUM_CPUS * stats["seconds"] - stages["stage_tasks_s"], 3)
+                                            if "stage_tasks_s" in stages else None)}
             log(f"ours {label}: {ours[label]}")
-    if ours["cold"]["rows"] != bare["rows"]:
-        raise RuntimeError(f"row counts differ: ours {ours['cold']['rows']} vs bare {bare['rows']}")
-    best = max((bare, bare1), key=lambda b: b["rows_per_s"])
-    ratio = ours["cold"]["rows_per_s"] / best["rows_per_s"]
+        ours["threads_measured"] = _probe_threads()
+    return ours
+
+
+def body(tmp: str) -> dict[str, Any]:
+    rows_per_day = 20_000 if fast() else 500_000
+    source = synthetic_source(os.path.join(tmp, "events"), [DAY], rows_per_day)
+    model_uri, params = _write_model(tmp, source)
+    runs: list[dict[str, Any]] = []
+    failed: list[dict[str, Any]] = []
+    for i in range(pairs()):
+        run: dict[str, Any] = {"pair": i + 1, "loadavg_before": loadavg()}
+        try:
+            run["ours"] = _ours(tmp, source, model_uri, params, i + 1)
+        except Exception as exc:  # e.g. Ray did not start on an overloaded machine: the other pairs stand
+            log(f"pair {i + 1}: ours failed: {type(exc).__name__}: {exc}")
+            failed.append({"pair": i + 1, "error": f"{type(exc).__name__}: {exc}"[:300]})
+            continue
+        run["loadavg_before_bare"] = loadavg()
+        run["bare2"] = _bare(source, model_uri, os.path.join(tmp, "scores", f"bare2-{i}"), threads=NUM_CPUS)
+        run["bare1"] = _bare(source, model_uri, os.path.join(tmp, "scores", f"bare1-{i}"), threads=1)
+        log(f"pair {i + 1}: bare {run['bare2']}; 1 thread: {run['bare1']}")
+        if run["ours"]["cold"]["rows"] != run["bare2"]["rows"]:
+            raise RuntimeError(f"row counts differ: ours {run['ours']['cold']['rows']} vs bare {run['bare2']['rows']}")
+        runs.append(run)
+    if not runs:
+        raise RuntimeError(f"no pair ran: {failed}")
+    return {**summarize(runs, params), "failed_pairs": failed}
+
+
+def summarize(runs: list[dict[str, Any]], params) -> dict[str, Any]:
+    cold, warm, contended = [], [], 0
+    for r in runs:
+        best = max((r["bare2"], r["bare1"]), key=lambda b: b["rows_per_s"])
+        contended += best is r["bare1"]
+        cold.append(r["ours"]["cold"]["rows_per_s"] / best["rows_per_s"])
+        warm.append(r["ours"]["warm"]["rows_per_s"] / best["rows_per_s"])
+    ratio = spread(cold)
     return {
-        "ratio": round(ratio, 3),
-        "metric": "batch inference rows/s end to end (read + score + write), ours cold / bare",
-        "ours_rows_per_s": ours["cold"]["rows_per_s"],
-        "bare_rows_per_s": best["rows_per_s"],
-        "bare_threads": best["threads"],
-        "ratio_warm": round(ours["warm"]["rows_per_s"] / best["rows_per_s"], 3),
-        "contended": best is bare1,
-        "ours": ours,
-        "bare_2threads": bare,
-        "bare_1thread": bare1,
-        "config": {"rows": bare["rows"], "hash_buckets": params.hash_buckets,
+        "ratio": ratio["median"], "ratio_min": ratio["min"], "ratio_max": ratio["max"], "pairs": len(runs),
+        "metric": "batch inference rows/s end to end (read + score + write), ours cold / bare, median of interleaved pairs",
+        "ours_rows_per_s": spread([r["ours"]["cold"]["rows_per_s"] for r in runs], 1),
+        "ours_warm_rows_per_s": spread([r["ours"]["warm"]["rows_per_s"] for r in runs], 1),
+        "bare_rows_per_s": spread([max(r["bare2"]["rows_per_s"], r["bare1"]["rows_per_s"]) for r in runs], 1),
+        "ratio_warm": spread(warm),
+        "contended_pairs": contended,
+        "threads_ours": runs[-1]["ours"].get("threads_measured"),
+        "threads_bare": {"2": runs[-1]["bare2"]["threads_measured"], "1": runs[-1]["bare1"]["threads_measured"]},
+        "loadavg_per_pair": [r["loadavg_before"] for r in runs],
+        "breakdown": breakdown(runs),
+        "runs": runs,
+        "config": {"rows": runs[0]["bare2"]["rows"], "hash_buckets": params.hash_buckets,
                    "embedding_dim": params.embedding_dim, "ray_num_cpus": NUM_CPUS,
                    "map_batches": {"batch_size": 8192, "num_cpus": 1, "concurrency": 2},
-                   "bare_threads": NUM_CPUS, "fast": fast()},
-        "loadavg_before": load_before, "loadavg_after": loadavg(),
+                   "bare_threads": [NUM_CPUS, 1], "fast": fast()},
+        "loadavg_before": runs[0]["loadavg_before"], "loadavg_after": loadavg(),
     }
+
+
+def breakdown(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median seconds per phase: ours (task seconds, cold and warm) and bare (2 threads, wall)."""
+    out: dict[str, Any] = {}
+    for label in ("cold", "warm"):
+        keys = sorted({k for r in runs for k in r["ours"][label]["stages"]})
+        out[f"ours_{label}"] = {k.removeprefix("stage_"): spread([r["ours"][label]["stages"].get(k) for r in runs])["median"]
+                                for k in keys}
+        out[f"ours_{label}"]["wall_s"] = spread([r["ours"][label]["seconds"] for r in runs])["median"]
+        out[f"ours_{label}"]["scheduling_s"] = spread([r["ours"][label]["scheduling_s"] for r in runs])["median"]
+    keys = list(runs[0]["bare2"]["breakdown_s"])
+    out["bare"] = {k: spread([r["bare2"]["breakdown_s"][k] for r in runs])["median"] for k in keys}
+    out["bare"]["wall_s"] = spread([r["bare2"]["seconds"] for r in runs])["median"]
+    return out
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
-"""``make bench``: run the benchmarks P1..P5, each in its own process, and print one JSON line each.
+"""``make bench``: run the benchmarks, each in its own process, and print one JSON line each.
 
-    python -m benchmarks.run_all                       # all four, JSON lines on stdout
+    python -m benchmarks.run_all                       # all of them, JSON lines on stdout
     python -m benchmarks.run_all --only P1,P3          # a subset
+    python -m benchmarks.run_all --pairs 5             # ratios over 5 interleaved (ours, bare) pairs
     python -m benchmarks.run_all --record --note "quiet machine"
                                                        # also append the run to benchmarks/RESULTS.md
     python -m benchmarks.run_all --record-from out.txt --note "..."
@@ -10,9 +11,12 @@
     BENCH_FAST=1 python -m benchmarks.run_all          # smoke run on tiny data: not for results
 
 Benchmarks are not tests: nothing asserts on time. Each line is ``{"bench": "P1", "ratio": ...,
-...}`` with ``ratio`` = ours / reference (P4: overhead / total), both measured in the same run,
-and the raw figures beside it; a benchmark that fails or times out gives ``"ratio": null`` and
-``"error"``. What each figure includes is in the docstring of its module:
+...}`` with ``ratio`` = ours / reference (P4: overhead / total; P6: peak memory / the 6 GiB
+goal; S1: our slope / the bare slope), both measured in the same run, and the raw figures
+beside it; a benchmark that fails or times out gives ``"ratio": null`` and ``"error"``. P1 and
+P3 take their ratio as the median over ``--pairs`` interleaved repeats (ours, bare, ours,
+bare, ...; default 3) with ``ratio_min``/``ratio_max``, the threads each side measured and the
+load average before each pair. What each figure includes is in the docstring of its module:
 
     P1  benchmarks/p1_train_vs_bare.py       Ray Train samples/s vs a bare torch loop
     P2  benchmarks/p2_worker_scaling.py      Ray Train 2 workers vs 1 worker
@@ -23,6 +27,8 @@ and the raw figures beside it; a benchmark that fails or times out gives ``"rati
                                              per dataset, AUC/logloss with 95% intervals,
                                              from `ads-ranking pipeline run --source ...`
     P5  benchmarks/p5_backfill_overhead.py   overhead per day: a 7-day backfill (one run) / 7 single-day runs
+    P6  benchmarks/p6_run_memory.py          peak machine memory during `make run` (Ray included) / 6 GiB
+    S1  benchmarks/s1_scaling.py             daily-run wall time at 50k..3.2M rows/day: slope ours / bare
 
 Each benchmark runs as ``python -m benchmarks.<module>`` (``sys.executable``) in a new process
 session with its own temp dir under /tmp (Ray's temp dir, HOME, TMPDIR, ADS_RANKING_HOME and
@@ -51,22 +57,26 @@ from pathlib import Path
 from typing import Any
 
 from ads_ranking_pipelines.backends.processes import pids_mentioning, wait_for_exit
-from benchmarks._common import FAST_ENV, TMP_ENV, machine_info, versions
+from benchmarks._common import FAST_ENV, PAIRS_ENV, TMP_ENV, fmt_spread, machine_info, versions
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
-# name -> (module, timeout seconds). Typical times on a quiet 2-core machine: P1 ~2 min,
-# P2 ~2.5 min, P3 ~1 min, P4 ~3.5 min, P5 (8 runs) ~15 min, Q1 ~10 min; the timeouts leave room
-# for a loaded one.
+# name -> (module, timeout seconds at 3 pairs). Typical times on a quiet 2-core machine: P1
+# ~3.5 min (3 pairs), P2 ~2.5 min, P3 ~2 min (3 pairs), P4 ~3.5 min, P5 (8 runs) ~15 min, Q1
+# ~10 min, P6 ~2 min, S1 ~20 min; the timeouts leave room for a loaded one (P1 and P3 scale
+# theirs with --pairs).
 BENCHES: dict[str, tuple[str, int]] = {
-    "P1": ("p1_train_vs_bare", 420),
+    "P1": ("p1_train_vs_bare", 900),
     "P2": ("p2_worker_scaling", 480),
-    "P3": ("p3_inference_vs_bare", 300),
+    "P3": ("p3_inference_vs_bare", 600),
     "P4": ("p4_pipeline_overhead", 720),
     "Q1": ("q1_quality", 1800),
     "P5": ("p5_backfill_overhead", 2400),
+    "P6": ("p6_run_memory", 600),
+    "S1": ("s1_scaling", 3000),
 }
+PAIRED = ("P1", "P3")
 TERM_GRACE_S = 40
 
 
@@ -103,8 +113,10 @@ def _remove_cluster_dirs(tmp: str) -> None:
                 shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def run_one(name: str, log_dir: Path, fast: bool) -> tuple[dict[str, Any], Path]:
+def run_one(name: str, log_dir: Path, fast: bool, pairs: int = 3) -> tuple[dict[str, Any], Path]:
     module, timeout_s = BENCHES[name]
+    if name in PAIRED:
+        timeout_s = int(timeout_s * max(1, pairs) / 3)
     tmp = tempfile.mkdtemp(prefix="bn", dir="/tmp")     # short: Ray's AF_UNIX socket paths
     log_path = log_dir / f"{name}.log"
     env = dict(os.environ)
@@ -112,6 +124,7 @@ def run_one(name: str, log_dir: Path, fast: bool) -> tuple[dict[str, Any], Path]
     env.pop("RAY_ADDRESS", None)
     if fast:
         env[FAST_ENV] = "1"
+    env[PAIRS_ENV] = str(pairs)
     _say(f"{name} ({module}) started, timeout {timeout_s}s, log {log_path}")
     t0 = time.perf_counter()
     record: dict[str, Any] | None = None
@@ -183,13 +196,15 @@ HEADER = """# Benchmark results
 
 Written by `python -m benchmarks.run_all --record` (or `--record-from FILE` with lines captured
 from `make bench`). Each ratio is ours / a reference measured side by side in the same run
-(P4: overhead / total); the raw figures are in each run's JSON lines, and what every figure
+(P4: overhead / total; P6: peak memory above idle / the 6 GiB goal; S1: wall-time slope per
+million rows, ours / bare); P1 and P3 (since 2026-12-01) give the median over interleaved
+(ours, bare) pairs with [min-max]; the raw figures are in each run's JSON lines, and what every figure
 includes is in the docstring of its module (`benchmarks/p*.py`). Benchmarks are not tests: no
 figure here is asserted anywhere. The summary table is rebuilt from the run sections below on
 every `--record`.
 
-| run (UTC) | machine | P1 train ours/bare | P2 train 2w/1w | P3 infer ours/bare | P4 overhead/total | P5 backfill/singles overhead per day | Q1 min AUC lift vs XGBoost | note |
-|---|---|---|---|---|---|---|---|---|
+| run (UTC) | machine | P1 train ours/bare | P2 train 2w/1w | P3 infer ours/bare | P4 overhead/total | P5 backfill/singles overhead per day | P6 peak memory / 6 GiB | S1 slope ours/bare | Q1 min AUC lift vs XGBoost | note |
+|---|---|---|---|---|---|---|---|---|---|---|
 """
 RUN_RE = re.compile(r"^## Run (?P<date>.+?)\n(?P<body>.*?)(?=^## Run |\Z)", re.S | re.M)
 META_RE = re.compile(r"<!-- run-meta (?P<json>\{.*?\}) -->")
@@ -203,22 +218,32 @@ def _fmt_ratio(rec: dict[str, Any] | None) -> str:
         return "failed"
     r = rec["ratio"]
     extra = ""
+    if rec.get("ratio_min") is not None:     # a median of interleaved pairs
+        extra = f" [{rec['ratio_min']:.3g}-{rec['ratio_max']:.3g}, {rec.get('pairs')} pairs]"
     if rec.get("bench") == "P1":
-        extra = f" ({_k(rec.get('ours_samples_per_s'))} vs {_k(rec.get('bare_samples_per_s'))} samples/s)"
+        extra += f" ({_k(rec.get('ours_samples_per_s'))} vs {_k(rec.get('bare_samples_per_s'))} samples/s)"
     elif rec.get("bench") == "P2":
         extra = f" ({_k(rec.get('w2_samples_per_s'))} vs {_k(rec.get('w1_samples_per_s'))} samples/s)"
     elif rec.get("bench") == "P3":
-        extra = f" ({_k(rec.get('ours_rows_per_s'))} vs {_k(rec.get('bare_rows_per_s'))} rows/s)"
+        extra += f" ({_k(rec.get('ours_rows_per_s'))} vs {_k(rec.get('bare_rows_per_s'))} rows/s"
+        extra += f"; warm {fmt_spread(rec['ratio_warm'])})" if isinstance(rec.get("ratio_warm"), dict) else ")"
     elif rec.get("bench") == "P4":
         extra = f" ({rec.get('overhead_s')} of {rec.get('total_s')} s)"
     elif rec.get("bench") == "Q1":
         return f"{r:+.4f} AUC ({', '.join(rec.get('results', {}))})"
     elif rec.get("bench") == "P5":
         extra = f" ({rec.get('backfill_overhead_per_day_s')} vs {rec.get('singles_overhead_per_day_s')} s/day)"
+    elif rec.get("bench") == "P6":
+        extra = (f" ({rec.get('peak_above_idle_gib')} GiB above idle; processes PSS "
+                 f"{rec.get('processes_peak_pss_gib')} GiB)")
+    elif rec.get("bench") == "S1":
+        extra = f" ({rec.get('ours_slope_s_per_m')} vs {rec.get('bare_slope_s_per_m')} s per M rows/day)"
     return f"{r:.3g}{extra}"
 
 
 def _k(x: Any) -> str:
+    if isinstance(x, dict):              # a spread: its median
+        x = x.get("median")
     if not isinstance(x, (int, float)):
         return "?"
     return f"{x / 1000:.1f}k" if x >= 1000 else f"{x:.0f}"
@@ -229,17 +254,7 @@ def interpret(records: dict[str, dict[str, Any]]) -> list[str]:
     out: list[str] = []
     p1, p2, p3, p4, p5 = (records.get(n) for n in ("P1", "P2", "P3", "P4", "P5"))
     if p1 and p1.get("ratio") is not None:
-        r = p1["ratio"]
-        out.append(
-            f"P1: our Ray Train path trains at {_k(p1['ours_samples_per_s'])} samples/s, the bare one-process "
-            f"loop (same model, rows, fused optimizer, {p1.get('bare_threads')} thread(s)) at "
-            f"{_k(p1['bare_samples_per_s'])}: ours reaches "
-            f"{r:.0%} of it" + (" (faster than the bare loop)." if r > 1 else
-                                f"; the other {1 - r:.0%} goes to what the bare loop does not do (Ray "
-                                f"Data feeding, the embedding all-to-all between the 2 ranks, DDP, the per-step "
-                                f"all-reduce; not broken down here).")
-            + (f" The bare loop was faster with 1 thread than with 2 (ours / bare-2-threads = "
-               f"{p1.get('ratio_vs_bare_2threads')}): the cores were contended." if p1.get("contended") else ""))
+        out.append(_p1_sentence(p1))
     if p2 and p2.get("ratio") is not None:
         r = p2["ratio"]
         out.append(f"P2: 2 workers give {r:.2f}x the samples/s of 1 worker ({r / 2:.0%} scaling efficiency "
@@ -248,13 +263,7 @@ def interpret(records: dict[str, dict[str, Any]]) -> list[str]:
                    "'every rank has a batch' all-reduce over gloo, while the 1-worker run has no partner "
                    "to wait for; on 2 cores the Ray and OS processes also share the CPUs with the workers.")
     if p3 and p3.get("ratio") is not None:
-        r = p3["ratio"]
-        out.append(f"P3: our Ray Data inference does {_k(p3['ours_rows_per_s'])} rows/s end to end on a fresh "
-                   f"cluster vs {_k(p3['bare_rows_per_s'])} for bare torch in one warm process (ratio {r:.2f}; "
-                   f"warm Ray workers: {p3.get('ratio_warm')}). The cold run pays for starting the map workers "
-                   "and loading the model once per worker (the gap to the warm run); what is left is Ray Data's "
-                   f"per-block work (scheduling, object store, pandas conversion) on {p3.get('config', {}).get('rows')} rows."
-                   + (" Bare with 1 thread beat 2 threads: the cores were contended." if p3.get("contended") else ""))
+        out.append(_p3_sentence(p3))
     if p4 and p4.get("ratio") is not None:
         b = p4.get("breakdown", {})
         alone = b.get("cluster_alone", {})
@@ -281,10 +290,57 @@ def interpret(records: dict[str, dict[str, Any]]) -> list[str]:
                    f"beyond in-job compute ({b.get('clusters')} cluster start(s)); {s1.get('runs')} single-day runs spent "
                    f"{p5['singles_overhead_per_day_s']} s per day ({s1.get('clusters')} cluster starts): ratio {p5['ratio']:.2f}; "
                    f"goal <= {p5['goal_s_per_day']} s per day {'met' if p5.get('goal_met') else 'not met'}.")
+    p6, s1 = records.get("P6"), records.get("S1")
+    if p6 and p6.get("ratio") is not None:
+        out.append(f"P6: during a daily run the machine used {p6['peak_above_idle_gib']} GiB above its idle figure at the "
+                   f"peak (goal <= {p6['goal_gib']} GiB: {'met' if p6.get('goal_met') else 'not met'}); the run's own "
+                   f"processes (CLI, Dagster, every Ray process) peaked at {p6['processes_peak_pss_gib']} GiB PSS "
+                   f"({p6['processes_peak_rss_gib']} GiB RSS, shared pages counted per process).")
+    if s1 and s1.get("ratio") is not None:
+        pts = ", ".join(f"{int(p['rows_per_day']) // 1000}k: {p['ours']['wall_s']:.0f} vs {p['bare']['wall_s']:.0f} s"
+                        for p in s1.get("points", []))
+        out.append(f"S1: each extra million rows per day costs our daily run {s1['ours_slope_s_per_m']} s and the bare "
+                   f"pipeline (same training, evaluation code and scoring in one process) {s1['bare_slope_s_per_m']} s "
+                   f"(ratio {s1['ratio']:.2f}, goal <= 1.15: {'met' if s1.get('goal_met') else 'not met'}; bare "
+                   f"training alone {s1.get('bare_train_slope_s_per_m')} s per M); fixed parts {s1.get('ours_intercept_s')} "
+                   f"vs {s1.get('bare_intercept_s')} s. Wall times ours vs bare: {pts}.")
     failed = [n for n, r in records.items() if r.get("ratio") is None]
     if failed:
         out.append("Failed: " + "; ".join(f"{n}: {_one_line(records[n].get('error'))}" for n in failed) + ".")
     return out
+
+
+def _p1_sentence(p1: dict[str, Any]) -> str:
+    r = p1["ratio"]
+    text = (f"P1: over {p1.get('pairs', 1)} interleaved pairs our Ray Train path trains at "
+            f"{_k(p1['ours_samples_per_s'])} samples/s (median), the bare one-process loop (same model, rows, "
+            f"fused optimizer) at {_k(p1['bare_samples_per_s'])}: ours reaches {r:.0%} of it (pairs "
+            f"{p1.get('ratio_min')}-{p1.get('ratio_max')}).")
+    gaps = {k: v.get("gap_us_per_sample") for k, v in (p1.get("breakdown") or {}).items()
+            if k not in ("epoch", "embedding_forward", "grad_allreduce") and v.get("gap_us_per_sample") is not None}
+    total = (p1.get("breakdown") or {}).get("epoch", {}).get("gap_us_per_sample")
+    if gaps and total:
+        top = sorted(gaps.items(), key=lambda kv: -kv[1])[:4]
+        text += (f" Per training sample ours spends {total:+.2f} us more; by phase: "
+                 + ", ".join(f"{k} {v:+.2f} us" for k, v in top) + " (breakdown in the JSON line).")
+    if p1.get("contended_pairs"):
+        text += f" In {p1['contended_pairs']} pair(s) the bare loop was faster with 1 thread than 2: contended cores."
+    return text
+
+
+def _p3_sentence(p3: dict[str, Any]) -> str:
+    r = p3["ratio"]
+    b = p3.get("breakdown") or {}
+    cold = b.get("ours_cold") or {}
+    text = (f"P3: our Ray Data inference does {_k(p3['ours_rows_per_s'])} rows/s end to end on a fresh Ray vs "
+            f"{_k(p3['bare_rows_per_s'])} for bare torch in one warm process: ratio {r:.2f} (pairs "
+            f"{p3.get('ratio_min')}-{p3.get('ratio_max')}; warm Ray workers {fmt_spread(p3.get('ratio_warm'))}).")
+    if cold:
+        text += (f" Cold run, {cold.get('wall_s')} s wall on 2 CPUs: task seconds read {cold.get('read_s')}, convert "
+                 f"{cold.get('convert_s')}, transform+score {cold.get('map_s')}, write {cold.get('write_s')}, and "
+                 f"{cold.get('scheduling_s')} CPU-s not in any task (worker start, scheduling, idle); bare: "
+                 + ", ".join(f"{k} {v}" for k, v in (b.get("bare") or {}).items()) + " s.")
+    return text
 
 
 def _short(note: str, limit: int = 60) -> str:
@@ -346,7 +402,7 @@ def record_results(records: dict[str, dict[str, Any]], note: str, fast: bool) ->
             load = mm.get("max_load_1min", "?")
             rows.append(f"| {mm.get('date')} | {mach.get('nproc')} CPU, {mach.get('ram_gib')} GiB, "
                         f"max 1-min load {load} | "
-                        + " | ".join(s.get(n, "-") for n in ("P1", "P2", "P3", "P4", "P5", "Q1"))
+                        + " | ".join(s.get(n, "-") for n in ("P1", "P2", "P3", "P4", "P5", "P6", "S1", "Q1"))
                         + f" | {_short(mm.get('note') or '') + (' (fast)' if mm.get('fast') else '')} |")
     RESULTS.write_text(HEADER + "\n".join(rows) + "\n\n" + "".join(sections).rstrip() + "\n")
     _say(f"recorded in {RESULTS}")
@@ -372,6 +428,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="record the JSON lines in FILE (e.g. captured `make bench` output) instead of running")
     ap.add_argument("--note", default="", help="a note stored with the recorded run (e.g. machine state)")
     ap.add_argument("--logs", metavar="DIR", help="keep each benchmark's stderr log in DIR")
+    ap.add_argument("--pairs", type=int, default=3,
+                    help="interleaved (ours, bare) repeats behind each P1/P3 ratio (default 3)")
     args = ap.parse_args(argv)
     fast = os.environ.get(FAST_ENV, "") not in ("", "0")
 
@@ -395,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     records: dict[str, dict[str, Any]] = {}
     t0 = time.perf_counter()
     for name in names:
-        record, log_path = run_one(name, log_dir, fast)
+        record, log_path = run_one(name, log_dir, fast, max(1, args.pairs))
         records[name] = record
         print(json.dumps(record), flush=True)
         if record.get("ratio") is None:

@@ -70,6 +70,10 @@ class ClusterSession(abc.ABC):
     @abc.abstractmethod
     def stop(self, job_id: str) -> None: ...
 
+    def job_finished(self, job_id: str) -> None:
+        """The caller saw ``job_id`` terminal: followers of its log may drain and end now
+        rather than wait for the log stream to notice (nothing to do by default)."""
+
 
 class RayBackend(abc.ABC):
     name: str

@@ -31,6 +31,9 @@ class LocalClusterSession(ClusterSession):
     def stop(self, job_id: str) -> None:
         self._api.stop(job_id)
 
+    def job_finished(self, job_id: str) -> None:
+        self._api.job_finished(job_id)
+
 
 class LocalRayBackend(RayBackend):
     """Starts a head + ``request.workers`` worker nodes on 127.0.0.1 for each session.

@@ -6,9 +6,11 @@ Used by the local backend; the same API is what KubeRay's submitter talks to.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
-import time
+import threading
 from collections.abc import Iterator
+from typing import Any
 
 from ads_ranking_pipelines.backends.base import BackendError, JobSpec, JobState, JobStatus
 
@@ -26,13 +28,20 @@ def strip_ray_prefix(line: str) -> str:
 
 
 class RayJobApi:
-    def __init__(self, address: str, headers: dict[str, str] | None = None, poll_interval_s: float = 0.5):
-        from ray.job_submission import JobSubmissionClient
+    """``client``: a ``JobSubmissionClient`` already made for ``address`` (one is made if None)."""
 
+    def __init__(self, address: str, headers: dict[str, str] | None = None, poll_interval_s: float = 0.5,
+                 client: Any = None):
         self.address = address
         self._headers = dict(headers or {})
         self._poll = poll_interval_s
-        self._client = JobSubmissionClient(address=address, headers=self._headers)
+        if client is None:
+            from ray.job_submission import JobSubmissionClient
+
+            client = JobSubmissionClient(address=address, headers=self._headers)
+        self._client = client
+        self._lock = threading.Lock()
+        self._followers: dict[str, set[JobLogFollower]] = {}
 
     def submit(self, job: JobSpec) -> str:
         runtime_env: dict = {"env_vars": dict(job.env_vars)}
@@ -68,30 +77,111 @@ class RayJobApi:
         ]
 
     def logs(self, job_id: str, follow: bool = True) -> Iterator[str]:
-        """Yield whole log lines; with ``follow`` until the job is terminal and its log drained."""
-        if not follow:
-            yield from self._client.get_job_logs(job_id).splitlines()
-            return
-        yield from self._follow(job_id)
+        """Whole log lines; with ``follow`` until the job is terminal and its log drained.
 
-    def _follow(self, job_id: str) -> Iterator[str]:
-        loop = asyncio.new_event_loop()
+        A follower ends when the dashboard closes the log stream, or as soon as
+        :meth:`job_finished` says the job is terminal (it then reads the rest of the log at once
+        instead of waiting for the dashboard's tail to notice, which takes 1-2 s).
+        """
+        if not follow:
+            return iter(self._client.get_job_logs(job_id).splitlines())
+        follower = JobLogFollower(self, job_id)
+        with self._lock:
+            self._followers.setdefault(job_id, set()).add(follower)
+        return follower
+
+    def job_finished(self, job_id: str) -> None:
+        """The job is terminal: every follower of its log drains what is left and ends."""
+        with self._lock:
+            followers = list(self._followers.get(job_id, ()))
+        for f in followers:
+            f.finish()
+
+    def _forget(self, follower: "JobLogFollower") -> None:
+        with self._lock:
+            mine = self._followers.get(follower.job_id)
+            if mine is not None:
+                mine.discard(follower)
+                if not mine:
+                    del self._followers[follower.job_id]
+
+
+class JobLogFollower(Iterator[str]):
+    """One job's log, followed over the dashboard's websocket (``tail_job_logs``).
+
+    :meth:`finish` (any thread) wakes the follower at once: it stops reading the websocket and
+    yields the part of the log it has not seen yet from one ``get_job_logs`` call. Without it
+    the follower ends when the dashboard closes the stream, then waits (event-driven, with a
+    ``poll_interval_s`` status check as the fallback) until the job's status is terminal.
+    """
+
+    def __init__(self, api: RayJobApi, job_id: str):
+        self.job_id = job_id
+        self._api = api
+        self._requested = threading.Event()
+        self._loop = asyncio.new_event_loop()
+        self._wake = asyncio.Event()
+        self._lines = self._generate()
+
+    def __next__(self) -> str:
+        return next(self._lines)
+
+    def finish(self) -> None:
+        self._requested.set()
+        with contextlib.suppress(RuntimeError):      # the follower already ended
+            self._loop.call_soon_threadsafe(self._wake.set)
+
+    def _generate(self) -> Iterator[str]:
         try:
-            tailer = self._client.tail_job_logs(job_id)
-            pending = ""
-            while True:
-                try:
-                    chunk = loop.run_until_complete(tailer.__anext__())
-                except StopAsyncIteration:
-                    break
-                pending += chunk
+            consumed, pending, finished = 0, "", self._requested.is_set()
+            if not finished:
+                for chunk in self._chunks():
+                    consumed += len(chunk)
+                    pending += chunk
+                    *lines, pending = pending.split("\n")
+                    yield from lines
+                finished = self._requested.is_set()
+            if finished:     # the rest of the log in one read
+                pending += self._api._client.get_job_logs(self.job_id)[consumed:]
                 *lines, pending = pending.split("\n")
                 yield from lines
             if pending:
                 yield pending
+            if not finished:
+                self._await_terminal()
         finally:
-            loop.close()
-        # The websocket closes when the job ends; make sure status agrees before returning.
-        deadline = time.monotonic() + 30
-        while not self.status(job_id).state.terminal and time.monotonic() < deadline:
-            time.sleep(self._poll)
+            self._api._forget(self)
+            self._loop.close()
+
+    def _chunks(self) -> Iterator[str]:
+        """Websocket chunks until the stream closes or :meth:`finish` is called."""
+        loop = self._loop
+        tailer = self._api._client.tail_job_logs(self.job_id)
+        woken = loop.create_task(self._wake.wait())
+        try:
+            while not self._requested.is_set():
+                nxt = loop.create_task(tailer.__anext__())
+                done, _ = loop.run_until_complete(asyncio.wait({nxt, woken}, return_when=asyncio.FIRST_COMPLETED))
+                if nxt not in done:
+                    nxt.cancel()
+                    with contextlib.suppress(BaseException):
+                        loop.run_until_complete(nxt)
+                    break
+                try:
+                    yield nxt.result()
+                except StopAsyncIteration:
+                    break
+        finally:
+            woken.cancel()
+            with contextlib.suppress(BaseException):
+                loop.run_until_complete(woken)
+            with contextlib.suppress(BaseException):
+                loop.run_until_complete(tailer.aclose())
+
+    def _await_terminal(self, timeout_s: float = 30.0) -> None:
+        """The stream closed by itself: make sure the status agrees (woken early by :meth:`finish`)."""
+        waited = 0.0
+        while waited < timeout_s and not self._api.status(self.job_id).state.terminal:
+            if self._requested.wait(self._api._poll):
+                return
+            waited += self._api._poll

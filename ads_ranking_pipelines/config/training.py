@@ -93,6 +93,10 @@ class TrainingParams(BaseModel):
                           "running average in the saved model) before the bottom MLP.")
     seed: int = Field(0, ge=0, le=2**31 - 1)
     max_failures: int = Field(2, ge=0, le=20, description="Worker failures Ray Train recovers from, per run.")
+    profile_steps: bool = Field(
+        False, description="Record where training steps spend their time (input wait, embedding "
+                           "all-to-all, forward, backward, gradient all-reduce, optimizer) in every "
+                           "epoch's metrics as profile_<phase>_s, and the threads each worker uses.")
 
     @field_validator("embedding_dim")
     @classmethod

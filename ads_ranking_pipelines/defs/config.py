@@ -58,6 +58,7 @@ class TrainingConfig(dg.Config):
     dense_normalization: bool = _f("dense_normalization")
     seed: int = _f("seed")
     max_failures: int = _f("max_failures")
+    profile_steps: bool = _f("profile_steps")
     warm_start: Optional[bool] = Field(
         None, description="Start each day's version from the previous day's version (this run's, else the newest "
         "on storage) instead of a random init. Unset: on for a multi-day (backfill) run, off for one day.")

@@ -16,7 +16,7 @@ import json
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import dagster as dg
@@ -25,7 +25,7 @@ from dagster._core.errors import DagsterExecutionInterruptedError
 from dagster._core.pipes.client import PipesClientCompletedInvocation
 from dagster_pipes import PIPES_PROTOCOL_VERSION_FIELD, PipesDefaultMessageWriter, PipesParams
 
-from ads_ranking_pipelines.backends.base import ClusterSession, JobSpec, JobState
+from ads_ranking_pipelines.backends.base import ClusterSession, JobSpec, JobState, JobStatus
 from ads_ranking_pipelines.backends.ray_job_api import strip_ansi, strip_ray_prefix
 from ads_ranking_pipelines.defs.chatter import is_chatter
 
@@ -63,12 +63,17 @@ class BackendJobLogReader(PipesMessageReader):
         self._forward_lines = forward_lines
         self._job_id: str | None = None
         self._closed = threading.Event()
+        self._launched_or_closed = threading.Event()
+        # set when the job's Pipes session closed (its last message) or its log stream ended:
+        # the job is about to be (or already is) terminal
+        self.job_ending = threading.Event()
         self._thread: threading.Thread | None = None
         self.lines_forwarded = 0
         self.messages_received = 0
 
     def on_launched(self, launched_payload: Any) -> None:
         self._job_id = launched_payload["extras"][JOB_ID_KEY]
+        self._launched_or_closed.set()
         super().on_launched(launched_payload)
 
     def messages_are_readable(self, params: PipesParams) -> bool:
@@ -83,16 +88,22 @@ class BackendJobLogReader(PipesMessageReader):
             yield {PipesDefaultMessageWriter.STDIO_KEY: PipesDefaultMessageWriter.STDOUT}
         finally:
             self._closed.set()
+            self._launched_or_closed.set()
             self._thread.join(timeout=self._drain_timeout_s)
 
     def no_messages_debug_text(self) -> str:
         return "Read the Ray job's driver log through the backend; no Pipes messages were found in it."
 
     def _pump(self, handler: PipesMessageHandler) -> None:
-        while self._job_id is None and not self._closed.is_set():
-            time.sleep(0.05)
+        self._launched_or_closed.wait()
         if self._job_id is None:
             return
+        try:
+            self._follow(handler)
+        finally:
+            self.job_ending.set()
+
+    def _follow(self, handler: PipesMessageHandler) -> None:
         try:
             for line in self._session.logs(self._job_id, follow=True):
                 if not line.strip():
@@ -107,6 +118,8 @@ class BackendJobLogReader(PipesMessageReader):
                 self.messages_received += 1
                 handler.handle_message(msg)
                 self._observe(msg)
+                if msg.get("method") == "closed":
+                    self.job_ending.set()
         except Exception as exc:  # a broken log stream must not fail the step by itself
             self._context.log.warning(f"[pipes] following the log of Ray job {self._job_id} failed: {exc}")
 
@@ -139,6 +152,29 @@ class RayJobOutcome:
     lines_forwarded: int
 
 
+def wait_until_terminal(session: ClusterSession, job_id: str, ending: threading.Event, *,
+                        idle_poll_s: float = 1.0, soon_poll_s: float = 0.05, max_soon_poll_s: float = 0.5,
+                        sleep: Callable[[float], Any] = time.sleep) -> JobStatus:
+    """The job's status once it is terminal.
+
+    While the job runs, its status is read every ``idle_poll_s``, or at once when ``ending``
+    is set (its Pipes session closed or its log stream ended: it is exiting). From then on
+    the status is read every ``soon_poll_s``, doubling up to ``max_soon_poll_s``, so the
+    step goes on within a fraction of a second of the job's exit instead of up to a whole
+    ``idle_poll_s`` later.
+    """
+    soon = soon_poll_s
+    while True:
+        status = session.status(job_id)
+        if status.state.terminal:
+            return status
+        if ending.is_set():
+            sleep(soon)
+            soon = min(max_soon_poll_s, soon * 2)
+        else:
+            ending.wait(idle_poll_s)
+
+
 def run_ray_job(context: Any, session: ClusterSession, job: JobSpec, poll_interval_s: float = 1.0,
                 extras: dict[str, Any] | None = None) -> RayJobOutcome:
     """Submit ``job`` with the Pipes bootstrap, stream it into ``context``, wait, return its result.
@@ -155,15 +191,14 @@ def run_ray_job(context: Any, session: ClusterSession, job: JobSpec, poll_interv
                          f"({session.dashboard_url or 'no dashboard'})")
         pipes.report_launched({"extras": {JOB_ID_KEY: job_id}})
         try:
-            while True:
-                status = session.status(job_id)
-                if status.state.terminal:
-                    break
-                time.sleep(poll_interval_s)
+            status = wait_until_terminal(session, job_id, reader.job_ending, idle_poll_s=poll_interval_s)
         except (DagsterExecutionInterruptedError, KeyboardInterrupt):
             context.log.warning(f"[pipes] run interrupted: stopping Ray job {job_id}")
             session.stop(job_id)
             raise
+        context.log.info(f"[pipes] Ray job {job_id} {status.state.value}")
+        # the log follower reads what is left at once instead of waiting for the stream to close
+        session.job_finished(job_id)
     custom = pipes.get_custom_messages()
     result = next((m["values"] for m in reversed(custom)
                    if isinstance(m, dict) and m.get("kind") == "result"), {})

@@ -10,7 +10,9 @@ import numpy as np
 import pandas as pd
 
 from ads_ranking_pipelines.storage import fs
+from ads_ranking_pipelines.training.data_stats import stage_seconds
 from ads_ranking_pipelines.training.export import Predictor, load_predictor
+from ads_ranking_pipelines.training.parquet_io import footer_readers
 from ads_ranking_pipelines.training.reporting import Reporter
 from ads_ranking_pipelines.contracts.jobs import InferenceJobSpec
 
@@ -48,17 +50,19 @@ def score_day(spec: InferenceJobSpec, reporter: Reporter, *, max_concurrency: in
     fs.delete_dir(out_uri)
 
     t0 = time.perf_counter()
-    ds = ray.data.read_parquet([fs.normalize(p) for p in parts], columns=read_cols)
-    scored = ds.map_batches(score_batch, batch_format="pandas", batch_size=8192,
-                            fn_kwargs={"model_uri": spec.model_uri, "model_version": spec.model_version,
-                                       "keep": id_cols},
-                            num_cpus=1, concurrency=max_concurrency)
-    scored.write_parquet(out_uri)
-    seconds = time.perf_counter() - t0
-    written = ray.data.read_parquet(out_uri)
-    rows = written.count()
+    with footer_readers(len(parts)):
+        ds = ray.data.read_parquet([fs.normalize(p) for p in parts], columns=read_cols)
+        scored = ds.map_batches(score_batch, batch_format="pandas", batch_size=8192,
+                                fn_kwargs={"model_uri": spec.model_uri, "model_version": spec.model_version,
+                                           "keep": id_cols},
+                                num_cpus=1, concurrency=max_concurrency)
+        scored.write_parquet(out_uri)
+        seconds = time.perf_counter() - t0
+        rows = ray.data.read_parquet(out_uri).count()
     stats = {"rows": rows, "seconds": round(seconds, 3), "rows_per_s": round(rows / max(seconds, 1e-9), 1),
-             "scores_uri": out_uri, "model_version": spec.model_version, "day": spec.day.isoformat()}
+             "scores_uri": out_uri, "model_version": spec.model_version, "day": spec.day.isoformat(),
+             # task seconds per phase: read, convert (Arrow <-> pandas), map (transform + score), write
+             **{f"stage_{k}": v for k, v in stage_seconds(scored).items()}}
     fs.write_json(fs.join(out_uri, SUCCESS_MARKER), stats)
     reporter.log(f"scored {rows} impressions of {spec.day} in {seconds:.1f}s "
                  f"({stats['rows_per_s']:.0f} rows/s) -> {out_uri}")

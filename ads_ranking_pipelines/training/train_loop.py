@@ -63,12 +63,14 @@ from ads_ranking_pipelines.training.features import FeatureSpec
 from ads_ranking_pipelines.metrics import MetricError, auc, logloss
 from ads_ranking_pipelines.training.model import build_model, feature_spec_from_dict, set_id_counts
 from ads_ranking_pipelines.training.sharding import ShardedModel, shard_model
+from ads_ranking_pipelines.training.step_profile import StepProfile, thread_counts
 from ads_ranking_pipelines.training.warm_start import apply as apply_warm_start
 
 TRAIN_STATE_FILE = "train_state.json"
 DATASET_NAME = "train"
 VALID_DATASET_NAME = "valid"
 SELECTION_METRIC = "selection_loss"      # params.early_stopping_metric as a loss (see selection_loss)
+_NO_PROFILE = StepProfile()
 
 # (metrics, local checkpoint dir) -> None; called on every rank, once per epoch.
 ReportFn = Callable[[dict[str, Any], str], None]
@@ -123,6 +125,7 @@ class Worker:
     progress: ProgressFn | None
     progress_every_s: float
     callbacks: Sequence[Any] = ()
+    profile: StepProfile = field(default_factory=StepProfile)     # params.profile_steps
 
     @property
     def sparse_keys(self) -> list[str]:
@@ -191,35 +194,47 @@ def lockstep(w: Worker, batches: Iterable[Mapping[str, np.ndarray]]) -> Iterator
     MIN) whether each still has one, so no collective ever waits for a rank that ran dry.
     """
     it = iter(batches)
+    phase = w.profile.phase
     while True:
-        arrays = next(it, None)
-        have = torch.tensor([0 if arrays is None or len(arrays["label"]) == 0 else 1],
-                            dtype=torch.int32, device=w.comm_device)
-        if int(_all_reduce(have, dist.ReduceOp.MIN).item()) == 0:
-            return
-        yield make_batch(arrays, w.sparse_keys, device=w.device)
+        with phase("input_wait"):
+            arrays = next(it, None)
+        with phase("batch_allreduce"):
+            have = torch.tensor([0 if arrays is None or len(arrays["label"]) == 0 else 1],
+                                dtype=torch.int32, device=w.comm_device)
+            if int(_all_reduce(have, dist.ReduceOp.MIN).item()) == 0:
+                return
+        with phase("to_tensors"):
+            batch = make_batch(arrays, w.sparse_keys, device=w.device)
+        yield batch
 
 
-def forward_backward_step(sm: ShardedModel, batch: Batch) -> torch.Tensor:
+def forward_backward_step(sm: ShardedModel, batch: Batch, profile: StepProfile | None = None) -> torch.Tensor:
     """Forward, loss and backward of one batch; the fused embedding rows are updated in backward."""
-    logits = sm.model(batch.dense, batch.sparse)
-    loss = F.binary_cross_entropy_with_logits(logits, batch.label)
-    sm.optimizer.zero_grad()     # the fused embedding optimizer picks up its lr here
-    loss.backward()
+    phase = (profile or _NO_PROFILE).phase
+    with phase("forward"):
+        logits = sm.model(batch.dense, batch.sparse)
+        loss = F.binary_cross_entropy_with_logits(logits, batch.label)
+    with phase("optimizer"):
+        sm.optimizer.zero_grad()     # the fused embedding optimizer picks up its lr here
+    with phase("backward"):
+        loss.backward()
     return loss.detach()
 
 
 def train_step(w: Worker, batch: Batch, global_step: int) -> torch.Tensor:
     """One optimizer step at ``global_step`` of the learning-rate schedule."""
-    set_learning_rates(w.sm, w.base_lrs, lr_multiplier(global_step, w.total_steps, w.params.final_lr_fraction))
-    loss = forward_backward_step(w.sm, batch)
-    w.sm.optimizer.step()        # dense Adam
+    with w.profile.phase("optimizer"):
+        set_learning_rates(w.sm, w.base_lrs, lr_multiplier(global_step, w.total_steps, w.params.final_lr_fraction))
+    loss = forward_backward_step(w.sm, batch, w.profile)
+    with w.profile.phase("optimizer"):
+        w.sm.optimizer.step()        # dense Adam
     return loss
 
 
 def train_epoch(w: Worker, batches: Iterable[Mapping[str, np.ndarray]], epoch: int,
                 state: LoopState) -> dict[str, Any]:
     """One epoch over this rank's shard; returns the epoch's metrics (all ranks together)."""
+    w.profile.take(0.0)          # from zero: validation forwards do not count
     t0 = last_progress = time.perf_counter()
     loss_sum = torch.zeros((), dtype=torch.float64, device=w.device)
     seen = steps = 0
@@ -250,7 +265,18 @@ def train_epoch(w: Worker, batches: Iterable[Mapping[str, np.ndarray]], epoch: i
             "steps": steps, "global_step": state.global_step,
             "samples_per_s": round(samples / train_s, 1) if train_s > 0 else 0.0,
             "epoch_s": round(train_s, 3),
-            "lr_multiplier": round(lr_multiplier(state.global_step, w.total_steps, w.params.final_lr_fraction), 4)}
+            "lr_multiplier": round(lr_multiplier(state.global_step, w.total_steps, w.params.final_lr_fraction), 4),
+            **profile_metrics(w, train_s)}
+
+
+def profile_metrics(w: Worker, epoch_s: float) -> dict[str, Any]:
+    """With ``params.profile_steps``: this epoch's per-phase seconds (``step_profile``) and the
+    threads every rank uses (collective)."""
+    if not w.profile.enabled:
+        return {}
+    threads: list[Any] = [None] * w.world
+    dist.all_gather_object(threads, thread_counts())
+    return {**w.profile.take(epoch_s), "profile_threads": json.dumps(threads, sort_keys=True)}
 
 
 @torch.no_grad()
@@ -358,11 +384,14 @@ def setup_worker(params: TrainingParams, feature_spec: FeatureSpec, *, device: t
     # start values of every param group, taken before any checkpoint is loaded; the schedule
     # scales them by lr_multiplier(global_step)
     base_lrs = [float(g["lr"]) for g in sm.optimizer.param_groups]
+    profile = StepProfile(params.profile_steps)
+    profile.attach(sm.model)
     return Worker(params=params, feature_spec=feature_spec, sm=sm, device=device,
                   comm_device=device if dist.get_backend() == "nccl" else torch.device("cpu"),
                   rank=rank, world=world, base_lrs=base_lrs,
                   total_steps=params.epochs * steps_per_epoch if steps_per_epoch else None,
-                  log=log, progress=progress, progress_every_s=progress_every_s, callbacks=tuple(callbacks))
+                  log=log, progress=progress, progress_every_s=progress_every_s, callbacks=tuple(callbacks),
+                  profile=profile)
 
 
 def _resume(w: Worker, resume_dir: str | None) -> LoopState:

@@ -17,8 +17,10 @@ can ``ray.init``). It
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import os
 import queue as queue_mod
 import threading
 import time
@@ -34,6 +36,7 @@ from ads_ranking_pipelines.storage.layout import day_uri
 from ads_ranking_pipelines.training.export import save_model_version
 from ads_ranking_pipelines.training.features import FeatureSpec, transform
 from ads_ranking_pipelines.training.model import DLRM, build_model
+from ads_ranking_pipelines.training.parquet_io import footer_readers
 from ads_ranking_pipelines.training.reporting import Reporter
 from ads_ranking_pipelines.training import warm_start
 from ads_ranking_pipelines.training.sharding import format_plan
@@ -48,6 +51,12 @@ from ads_ranking_pipelines.training.train_loop import (
 )
 
 CHECKPOINTS_TO_KEEP = 2
+# Ray Train's controller checks its worker group every RAY_TRAIN_HEALTH_CHECK_INTERVAL_S (2 s by
+# default), so the end of training, and every step of the group's start, is noticed up to that
+# late. A quarter second costs a few tiny actor calls a second; a missed check is only an error
+# after RAY_TRAIN_WORKER_HEALTH_CHECK_TIMEOUT_S (10 min). Ray Train passes the variable from the
+# driver's environment to its controller at ``fit()``; a value set by the user wins.
+RAY_TRAIN_ENV_DEFAULTS = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.25"}
 
 
 @dataclass
@@ -150,12 +159,33 @@ def _resources(params: TrainingParams) -> dict[str, float]:
     return res
 
 
-class _ProgressPump:
-    """Drains the workers' progress queue into the reporter from a background thread."""
+_PUMP_STOP = {"kind": "__pump_stop__"}
 
-    def __init__(self, q: Any, reporter: Reporter) -> None:
+
+@contextlib.contextmanager
+def ray_train_env(environ: Any = None) -> Any:
+    """``RAY_TRAIN_ENV_DEFAULTS`` set in ``environ`` (``os.environ``) where unset, for one ``fit()``."""
+    env = os.environ if environ is None else environ
+    added = {k: v for k, v in RAY_TRAIN_ENV_DEFAULTS.items() if k not in env}
+    env.update(added)
+    try:
+        yield
+    finally:
+        for k in added:
+            env.pop(k, None)
+
+
+class _ProgressPump:
+    """Drains the workers' progress queue into the reporter from a background thread.
+
+    Leaving the ``with`` block puts a stop record behind everything already queued, so the
+    thread ends as soon as it has handled those (not after its blocking ``get`` times out).
+    """
+
+    def __init__(self, q: Any, reporter: Reporter, poll_s: float = 0.5) -> None:
         self.q = q
         self.reporter = reporter
+        self.poll_s = poll_s
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.epochs: list[dict[str, Any]] = []
@@ -169,25 +199,33 @@ class _ProgressPump:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop.set()
+        try:
+            self.q.put_nowait(dict(_PUMP_STOP))
+        except Exception:                # full, or the queue actor died: the get times out
+            pass
         self.thread.join(timeout=30)
         self._drain_all()
 
     def _run(self) -> None:
         while not self.stop.is_set():
             try:
-                record = self.q.get(block=True, timeout=0.5)
+                record = self.q.get(block=True, timeout=self.poll_s)
             except queue_mod.Empty:
                 continue
             except Exception:            # the queue actor died: nothing more will come
-                if self.stop.wait(0.5):
+                if self.stop.wait(self.poll_s):
                     return
                 continue
+            if record == _PUMP_STOP:
+                return
             self._handle(record)
 
     def _drain_all(self) -> None:
         try:
             while not self.q.empty():
-                self._handle(self.q.get_nowait())
+                record = self.q.get_nowait()
+                if record != _PUMP_STOP:
+                    self._handle(record)
         except Exception:
             pass
 
@@ -276,11 +314,14 @@ def prepare_window(spec: TrainJobSpec, feature_spec: FeatureSpec, reporter: Repo
     """Read the window in time order, hold out its last part, shuffle the rest (all materialized)."""
     import ray.data
 
+    from ads_ranking_pipelines.events.layout import part_uris
+
     t0 = time.perf_counter()
     params = spec.params
     reporter.log(f"reading {len(spec.train_days)} day(s) of events from {spec.source.uri}")
     ray.data.DataContext.get_current().execution_options.preserve_order = True
-    ds = on_driver_node(read_window(spec, feature_spec).materialize())
+    with footer_readers(sum(len(part_uris(spec.source.uri, d, spec.source.completeness)) for d in spec.train_days)):
+        ds = on_driver_node(read_window(spec, feature_spec).materialize())
     rows = ds.count()
     if rows == 0:
         raise ValueError(f"the training window {[d.isoformat() for d in spec.train_days]} has no rows")
@@ -376,7 +417,7 @@ def train(spec: TrainJobSpec, reporter: Reporter, *,
                  f"{window.train_rows} rows, validating on the last {window.rows - window.train_rows} "
                  f"({'GPU' if params.uses_gpu else 'CPU'}), run {spec.run_name} under {storage}")
     try:
-        with _ProgressPump(progress_q, reporter) as pump:
+        with _ProgressPump(progress_q, reporter) as pump, ray_train_env():
             result = trainer.fit()
     finally:
         try:

@@ -35,3 +35,55 @@ def test_library_chatter_is_recognised_and_our_lines_are_not():
     ours = ["(RayTrainWorker pid=1) [train] epoch 2/2 loss 0.14", "model version 20260310-ab written to x",
             "(PlacementGroupCleaner pid=18783) Traceback (most recent call last):", "reading 2 day(s) of events"]
     assert not any(is_chatter(line) for line in ours)
+
+
+# ---- waiting for the job ---------------------------------------------------------------------
+
+import threading  # noqa: E402
+
+from ads_ranking_pipelines.backends.base import JobState, JobStatus  # noqa: E402
+from ads_ranking_pipelines.defs.pipes import wait_until_terminal  # noqa: E402
+
+
+class ScriptedSession:
+    """Status reads follow a script; ``on_read`` runs before each (e.g. the job starts exiting)."""
+
+    def __init__(self, states: list[str], on_read=None) -> None:
+        self.states = list(states)
+        self.reads = 0
+        self.on_read = on_read
+
+    def status(self, job_id: str) -> JobStatus:
+        self.reads += 1
+        if self.on_read:
+            self.on_read(self.reads)
+        return JobStatus(JobState(self.states.pop(0)))
+
+
+class RecordingEvent(threading.Event):
+    """An event whose timed waits are recorded and return at once (no real waiting)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+
+    def wait(self, timeout=None):
+        self.waits.append(timeout)
+        return self.is_set()
+
+
+def test_the_wait_reads_the_status_quickly_once_the_job_is_ending():
+    ending = RecordingEvent()
+    sleeps: list[float] = []
+    # running for two idle polls; then its Pipes session closes; it exits two quick polls later
+    session = ScriptedSession(["RUNNING", "RUNNING", "RUNNING", "RUNNING", "RUNNING", "SUCCEEDED"],
+                              on_read=lambda n: ending.set() if n == 3 else None)
+    status = wait_until_terminal(session, "j", ending, idle_poll_s=5.0, soon_poll_s=0.05,
+                                 max_soon_poll_s=0.5, sleep=sleeps.append)
+    assert status.state == JobState.SUCCEEDED
+    assert session.reads == 6                    # returns on the first terminal read
+    # idle polls wait on the event (a Pipes "closed" message ends them early), and only
+    # until the job said it is ending
+    assert ending.waits == [5.0, 5.0]
+    assert sleeps == [0.05, 0.1, 0.2]            # then quick reads, backing off
+

@@ -203,3 +203,24 @@ def early_stopping(rank: int, world: int, out_dir: str, patience: int) -> None:
     with open(os.path.join(out_dir, f"early_r{rank}_p{patience}.json"), "w") as f:
         json.dump({"done": summary.epochs_done, "best": summary.best_epoch, "stopped": summary.stopped_early,
                    "reports": reports, "epochs_started": recorder.epochs}, f, default=str)
+
+
+def profiled_epochs(rank: int, world: int, out_dir: str, profile: bool) -> None:
+    """Two epochs of run_worker with or without ``profile_steps``; rank 0 writes its epoch metrics."""
+    quiet_warnings()
+    spec = tiny_spec()
+    data = toy_arrays(64 * 5, spec, seed=50 + rank)
+
+    def batches(epoch):
+        for lo in range(0, len(data["label"]), 64):
+            yield {k: v[lo:lo + 64] for k, v in data.items()}
+
+    def valid_batches():
+        yield toy_arrays(64, spec, seed=60 + rank)
+
+    summary = run_worker(tiny_params(epochs=2, early_stopping_patience=0, profile_steps=profile), spec,
+                         device=torch.device("cpu"), batches=batches, report=lambda m, d: None,
+                         valid_batches=valid_batches, log=lambda m: None)
+    if rank == 0:
+        with open(os.path.join(out_dir, f"profile_{profile}.json"), "w") as f:
+            json.dump(summary.history, f, default=str)

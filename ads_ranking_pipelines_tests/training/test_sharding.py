@@ -131,3 +131,26 @@ def test_training_stops_when_validation_stops_improving_and_keeps_the_best_epoch
     for r in res:                                                     # both ranks agree
         assert (r["done"], r["best"]) == (r0["done"], r0["best"])
         assert r["epochs_started"] == list(range(1, r0["done"] + 1))  # callbacks, once per epoch
+
+
+def test_profile_steps_records_where_each_epoch_went_and_the_threads_of_every_rank(tmp_path):
+    for profile in (True, False):
+        run_on_gloo_group(_dist_workers.profiled_epochs, str(tmp_path), profile)
+    history = json.load(open(tmp_path / "profile_True.json"))
+    assert len(history) == 2
+    for h in history:
+        s = {k[len("profile_"):-2]: v for k, v in h.items() if k.startswith("profile_") and k.endswith("_s")}
+        assert set(s) == {"input_wait", "to_tensors", "batch_allreduce", "forward", "embedding_forward",
+                          "backward", "grad_allreduce", "optimizer", "other"}
+        # every step ran each timed phase; the parts are inside their wholes; nothing exceeds the epoch
+        assert all(s[k] > 0 for k in ("to_tensors", "batch_allreduce", "forward", "embedding_forward",
+                                      "backward", "grad_allreduce", "optimizer"))
+        assert s["embedding_forward"] <= s["forward"] and s["grad_allreduce"] <= s["backward"]
+        top = ("input_wait", "to_tensors", "batch_allreduce", "forward", "backward", "optimizer")
+        assert sum(s[k] for k in top) <= h["epoch_s"] + 1e-3
+        threads = json.loads(h["profile_threads"])
+        assert len(threads) == 2 and all(t["torch"] == 1 for t in threads)   # _dist sets 1 thread
+    # validation forwards of epoch 1 are not counted in epoch 2: both epochs ran the same steps
+    assert history[0]["steps"] == history[1]["steps"] == 5
+    off = json.load(open(tmp_path / "profile_False.json"))
+    assert not any(k.startswith("profile_") for h in off for k in h)

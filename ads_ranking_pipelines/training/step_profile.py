@@ -1,0 +1,134 @@
+"""Where a training step's time goes: per-phase seconds, on when ``TrainingParams.profile_steps``.
+
+Each rank adds ``time.perf_counter`` differences around the phases the loop already has; an
+epoch's figures (rank 0's, like ``epoch_s``) go into its metrics as ``profile_<phase>_s``, so
+they reach the epoch records, the Dagster observations and the job's result
+(``TrainResult.epoch_history``). Off, every phase is a shared no-op context (no clock reads,
+no hooks).
+
+Phases (summed over the epoch's steps):
+
+``input_wait``       waiting for the next batch from the input iterator (Ray Data shard)
+``to_tensors``       numpy batch -> tensors / KeyedJaggedTensor (``batches.make_batch``)
+``batch_allreduce``  the per-step "every rank still has a batch" all-reduce (includes waiting
+                     for the slower rank)
+``forward``          the model's forward and the loss
+``embedding_forward``  part of ``forward``: the sharded embedding collection, from its input
+                     all-to-all to the end of its output all-to-all (a forward pre-hook, and a
+                     callback on the awaitable it returns)
+``backward``         ``loss.backward()``: dense and embedding backward, the embedding gradient
+                     all-to-all, the fused row-wise Adagrad update, DDP's gradient all-reduce
+``grad_allreduce``   part of ``backward``: DDP's all-reduce of the dense gradients, from launch
+                     to completion per bucket (a DDP comm hook doing what the default does:
+                     average over ranks)
+``optimizer``        learning-rate update, ``zero_grad`` and the dense Adam step
+
+``profile_other_s`` is the epoch time left over (progress records, loss bookkeeping, the
+epoch-end all-reduce). ``profile_threads`` is each rank's torch intra-op / inter-op thread
+counts and the OpenMP/BLAS pools threadpoolctl sees, as measured inside the worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+PHASES = ("input_wait", "to_tensors", "batch_allreduce", "forward", "embedding_forward", "backward",
+          "grad_allreduce", "optimizer")
+_OFF = contextlib.nullcontext()
+
+
+class StepProfile:
+    """Cumulative seconds per phase (see the module docstring); ``enabled=False`` costs nothing."""
+
+    def __init__(self, enabled: bool = False) -> None:
+        self.enabled = bool(enabled)
+        self.seconds = dict.fromkeys(PHASES, 0.0)
+        self._embedding_start = 0.0
+
+    def phase(self, name: str) -> contextlib.AbstractContextManager[Any]:
+        return self._timed(name) if self.enabled else _OFF
+
+    @contextlib.contextmanager
+    def _timed(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] += time.perf_counter() - t0
+
+    def add(self, name: str, seconds: float) -> None:
+        self.seconds[name] += seconds
+
+    def take(self, epoch_s: float) -> dict[str, Any]:
+        """This epoch's figures as metrics (``profile_<phase>_s``), then start from zero."""
+        if not self.enabled:
+            return {}
+        out = {f"profile_{k}_s": round(v, 4) for k, v in self.seconds.items()}
+        top = ("input_wait", "to_tensors", "batch_allreduce", "forward", "backward", "optimizer")
+        out["profile_other_s"] = round(max(0.0, epoch_s - sum(self.seconds[k] for k in top)), 4)
+        self.seconds = dict.fromkeys(PHASES, 0.0)
+        return out
+
+    # ---- hooks into the sharded model -------------------------------------------------------
+
+    def attach(self, model: nn.Module) -> None:
+        """Time the (sharded) embedding collection and DDP's gradient all-reduce of ``model``."""
+        if not self.enabled:
+            return
+        for module in model.modules():    # the outermost one: DMP's sharded collection, or a plain one
+            if "EmbeddingBagCollection" in type(module).__name__:
+                module.register_forward_pre_hook(self._embedding_pre)
+                module.register_forward_hook(self._embedding_post)
+                break
+        ddp = next((m for m in model.modules() if isinstance(m, torch.nn.parallel.DistributedDataParallel)), None)
+        if ddp is not None:
+            ddp.register_comm_hook(ddp.process_group, self._timed_allreduce)
+
+    def _embedding_pre(self, module: nn.Module, args: Any) -> None:
+        self._embedding_start = time.perf_counter()
+
+    def _embedding_post(self, module: nn.Module, args: Any, output: Any) -> Any:
+        start = self._embedding_start
+
+        def done(result: Any) -> Any:
+            self.add("embedding_forward", time.perf_counter() - start)
+            return result
+
+        callbacks = getattr(output, "callbacks", None)
+        if isinstance(callbacks, list):      # a torchrec Awaitable: its wait() ends the all-to-all
+            callbacks.append(done)
+        else:
+            done(None)
+        return None
+
+    def _timed_allreduce(self, process_group, bucket):  # no annotations: DDP checks them
+        """DDP's default gradient averaging (``allreduce_hook``), timed from launch to done."""
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+        t0 = time.perf_counter()
+
+        def done(fut):
+            self.add("grad_allreduce", time.perf_counter() - t0)
+            return fut.value()
+
+        return allreduce_hook(process_group, bucket).then(done)
+
+
+def thread_counts() -> dict[str, Any]:
+    """Threads this process really uses: torch's intra-/inter-op pools and threadpoolctl's view."""
+    out: dict[str, Any] = {"torch": torch.get_num_threads(), "torch_interop": torch.get_num_interop_threads()}
+    try:
+        from threadpoolctl import threadpool_info
+
+        for pool in threadpool_info():
+            key = f"{pool.get('internal_api')}:{pool.get('prefix')}"
+            out[key] = max(int(pool.get("num_threads") or 0), int(out.get(key) or 0))
+    except Exception:  # threadpoolctl missing or a library it cannot inspect: torch's figures stay
+        pass
+    return out

@@ -1,0 +1,48 @@
+"""The training driver around trainer.fit(): its progress pump and the Ray Train settings it applies."""
+
+from __future__ import annotations
+
+import queue
+
+from ads_ranking_pipelines.training.trainer import _ProgressPump
+
+
+class Records:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, dict]] = []
+        self.logs: list[str] = []
+
+    def log(self, message: str) -> None:
+        self.logs.append(message)
+
+    def metrics(self, kind: str, values: dict) -> None:
+        self.seen.append((kind, values))
+
+
+def test_leaving_the_pump_does_not_wait_out_its_blocking_get():
+    q: queue.Queue = queue.Queue()
+    reporter = Records()
+    # an hour-long get: a pump that waited for it to time out would still be running below
+    pump = _ProgressPump(q, reporter, poll_s=3600.0)
+    with pump:
+        q.put({"kind": "epoch", "epoch": 1, "loss": 0.5})
+        q.put({"kind": "progress", "step": 3})
+    assert not pump.thread.is_alive()
+    assert [k for k, _ in reporter.seen] == ["epoch", "progress"]
+    assert pump.epochs == [{"epoch": 1, "loss": 0.5}]
+    assert q.empty()
+
+
+
+def test_ray_train_checks_its_workers_often_during_fit_unless_the_user_said_otherwise():
+    from ads_ranking_pipelines.training.trainer import RAY_TRAIN_ENV_DEFAULTS, ray_train_env
+
+    key = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
+    env: dict[str, str] = {}
+    with ray_train_env(env):
+        assert env == {key: RAY_TRAIN_ENV_DEFAULTS[key]} and float(env[key]) < 2.0   # Ray's default: 2 s
+    assert env == {}
+    mine = {key: "5"}
+    with ray_train_env(mine):
+        assert mine == {key: "5"}
+    assert mine == {key: "5"}
