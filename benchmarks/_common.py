@@ -341,7 +341,7 @@ class MemorySampler:
         self._thread.join(timeout=10)
 
     def _run(self) -> None:
-        from ads_ranking_pipelines.backends.local_cluster import pids_mentioning
+        from ads_ranking_pipelines.backends.processes import pids_mentioning
 
         next_procs = 0.0
         while not self._stop.is_set():
