@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 from ads_ranking_pipelines.backends.base import BackendError, JobSpec, JobState, JobStatus
+
+log = logging.getLogger(__name__)
+# How many times a follower opens a job's log stream again after it dropped mid-job.
+MAX_RECONNECTS = 5
 
 # Lines from Ray worker processes arrive prefixed like "(RayTrainWorker pid=123, ip=1.2.3.4) ".
 RAY_LINE_PREFIX = re.compile(r"^\((?P<who>[^()]*?pid=\d+[^()]*)\)\s?")
@@ -134,27 +139,40 @@ class JobLogFollower(Iterator[str]):
     def _generate(self) -> Iterator[str]:
         try:
             consumed, pending, finished = 0, "", self._requested.is_set()
-            if not finished:
-                for chunk in self._chunks():
+            streams, terminal = 0, False
+            while not finished and not terminal and streams <= MAX_RECONNECTS:
+                for chunk in self._chunks(skip=consumed):
                     consumed += len(chunk)
                     pending += chunk
                     *lines, pending = pending.split("\n")
                     yield from lines
+                streams += 1
                 finished = self._requested.is_set()
+                terminal = finished or self._stream_ended_with_the_job()
             if finished:     # the rest of the log in one read
                 pending += self._api._client.get_job_logs(self.job_id)[consumed:]
                 *lines, pending = pending.split("\n")
                 yield from lines
             if pending:
                 yield pending
-            if not finished:
+            if not terminal:
                 self._await_terminal()
         finally:
             self._api._forget(self)
             self._loop.close()
 
-    def _chunks(self) -> Iterator[str]:
-        """Websocket chunks until the stream closes or :meth:`finish` is called."""
+    def _stream_ended_with_the_job(self) -> bool:
+        """The websocket closed: normally because the job ended. If the job still runs, the
+        connection dropped (seen under load: close code 1006 mid-training) and the log is
+        opened again; the dashboard sends it from the start, and what was read is skipped."""
+        if self._api.status(self.job_id).state.terminal:
+            return True
+        log.warning("the log stream of Ray job %s closed while the job runs; reconnecting", self.job_id)
+        return False
+
+    def _chunks(self, skip: int = 0) -> Iterator[str]:
+        """Websocket chunks until the stream closes or :meth:`finish` is called; the first
+        ``skip`` characters of the stream (already read from an earlier one) are dropped."""
         loop = self._loop
         tailer = self._api._client.tail_job_logs(self.job_id)
         woken = loop.create_task(self._wake.wait())
@@ -168,9 +186,13 @@ class JobLogFollower(Iterator[str]):
                         loop.run_until_complete(nxt)
                     break
                 try:
-                    yield nxt.result()
+                    chunk = nxt.result()
                 except StopAsyncIteration:
                     break
+                if skip:
+                    chunk, skip = chunk[skip:], max(0, skip - len(chunk))
+                if chunk:
+                    yield chunk
         finally:
             woken.cancel()
             with contextlib.suppress(BaseException):

@@ -99,3 +99,31 @@ def test_a_stream_that_closes_by_itself_ends_after_one_status_read():
     assert list(api.logs("job-4", follow=True)) == ["only", "line"]
     assert client.full_reads == 0
     assert client.status_reads == 1
+
+
+class DroppingClient(NeverClosingClient):
+    """The first stream drops mid-job (a websocket closed with code 1006 under load); the
+    dashboard sends the whole log again on the next one, and the job ends meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.streams = 0
+
+    async def tail_job_logs(self, job_id: str):
+        self.streams += 1
+        if self.streams == 1:
+            yield "first\nsec"
+            return
+        yield "first\nsecond\nthi"
+        yield "rd line\nlast"
+
+    def get_job_info(self, job_id: str):
+        self.status_reads += 1
+        return SimpleNamespace(status="RUNNING" if self.streams < 2 else "SUCCEEDED", message="")
+
+
+def test_a_stream_that_drops_while_the_job_runs_is_opened_again_without_repeating_lines():
+    client = DroppingClient()
+    api = RayJobApi("http://127.0.0.1:1", client=client)
+    assert list(api.logs("job-5", follow=True)) == ["first", "second", "third line", "last"]
+    assert client.streams == 2 and client.full_reads == 0
