@@ -24,7 +24,7 @@ from dagster import PipesEnvContextInjector, PipesMessageHandler, PipesMessageRe
 from dagster._core.errors import DagsterExecutionInterruptedError
 from dagster_pipes import PIPES_PROTOCOL_VERSION_FIELD, PipesDefaultMessageWriter, PipesParams
 
-from ads_ranking_pipelines.backends.base import ClusterSession, JobSpec, JobState
+from ads_ranking_pipelines.backends.base import ClusterSession, JobSpec, JobState, JobStatus
 from ads_ranking_pipelines.backends.ray_job_api import strip_ansi, strip_ray_prefix
 from ads_ranking_pipelines.defs.chatter import is_chatter
 
@@ -64,6 +64,7 @@ class BackendJobLogReader(PipesMessageReader):
         self._forward_lines = forward_lines
         self._job_id: str | None = None
         self._closed = threading.Event()
+        self.log_ended = threading.Event()      # the job's log stream is over: the job has ended
         self._thread: threading.Thread | None = None
         self.lines_forwarded = 0
         self.messages_received = 0
@@ -90,6 +91,12 @@ class BackendJobLogReader(PipesMessageReader):
         return "Read the Ray job's driver log through the backend; no Pipes messages were found in it."
 
     def _pump(self, handler: PipesMessageHandler) -> None:
+        try:
+            self._follow(handler)
+        finally:
+            self.log_ended.set()
+
+    def _follow(self, handler: PipesMessageHandler) -> None:
         while self._job_id is None and not self._closed.is_set():
             time.sleep(0.05)
         if self._job_id is None:
@@ -147,6 +154,19 @@ class BackendJobLogReader(PipesMessageReader):
             self._context.log.info(f"[metrics:{kind}] {json.dumps(metadata, sort_keys=True, default=str)}")
 
 
+def _wait_terminal(session: ClusterSession, job_id: str, reader: BackendJobLogReader,
+                   poll_interval_s: float) -> JobStatus:
+    """Poll the job's status; look again at once when its log stream ends (the job just ended)."""
+    while True:
+        status = session.status(job_id)
+        if status.state.terminal:
+            return status
+        if reader.log_ended.is_set():
+            time.sleep(poll_interval_s)
+        else:
+            reader.log_ended.wait(poll_interval_s)
+
+
 def stop_and_wait(session: ClusterSession, job_id: str, timeout_s: float = STOP_TIMEOUT_S) -> JobState | None:
     """Stop the job and wait until it has ended: a stopped driver must not write after we clean up."""
     session.stop(job_id)
@@ -191,11 +211,7 @@ def run_ray_job(context: Any, session: ClusterSession, job: JobSpec, poll_interv
                          f"({session.dashboard_url or 'no dashboard'})")
         pipes.report_launched({"extras": {JOB_ID_KEY: job_id}})
         try:
-            while True:
-                status = session.status(job_id)
-                if status.state.terminal:
-                    break
-                time.sleep(poll_interval_s)
+            status = _wait_terminal(session, job_id, reader, poll_interval_s)
         except (DagsterExecutionInterruptedError, KeyboardInterrupt):
             context.log.warning(f"[pipes] run interrupted: stopping Ray job {job_id}")
             stop_and_wait(session, job_id)
