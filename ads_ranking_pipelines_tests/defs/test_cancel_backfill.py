@@ -57,15 +57,22 @@ def daemon(tmp_path, ads_home):
     proc = subprocess.Popen([sys.executable, "-m", "dagster._daemon", "run", "-w", str(workspace)],
                             env=dict(os.environ), cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
-    try:
-        yield workspace
-    finally:
+
+    def stop() -> None:
+        """The daemon and its code server (their environment names ADS_RANKING_HOME too)."""
+        if proc.poll() is not None:
+            return
         os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(30)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
+
+    try:
+        yield workspace, stop
+    finally:
+        stop()
         log.close()
 
 
@@ -93,12 +100,13 @@ def _wait_for(what: str, done, run_id: str, timeout_s: float = 420.0) -> None:
 @pytest.mark.ray
 @pytest.mark.integration
 def test_cancelling_a_backfill_mid_training_keeps_finished_days_and_nothing_half_written(daemon, ads_home):
+    workspace, stop_daemon = daemon
     registry = ModelRegistry(StorageLayout(str(ads_home)), PARAMS.model_name)
     fs.write_json(fs.join(registry.version_uri(PRIOR), "manifest.json"), {"model_version": PRIOR, "files": {}})
     registry.promote(PRIOR, reason="the champion before the backfill")
     history = registry.history()
 
-    run_id = _launch(daemon)
+    run_id = _launch(workspace)
     v1, v2, v3 = (f"{d:%Y%m%d}-{run_id[:8]}" for d in DAYS)
     day2_run = ads_home / "ray_results" / f"{PARAMS.model_name}-{v2}"
     _wait_for("day 2 training", lambda: registry.is_complete(v1) and day2_run.exists(), run_id)
@@ -122,5 +130,6 @@ def test_cancelling_a_backfill_mid_training_keeps_finished_days_and_nothing_half
     assert registry.versions() == [PRIOR, v1]
     assert not fs.exists(registry.version_uri(v2)) and not fs.exists(registry.version_uri(v3))
     assert trained == {DAYS[0].isoformat()}                   # day 1 is recorded as materialized, nothing else
+    stop_daemon()                 # the Ray nodes run in sessions of their own: stopping the daemon spares them
     assert wait_no_processes(str(ads_home)) == []
     assert not list((ads_home / "clusters").glob("*.json"))
