@@ -153,17 +153,20 @@ def body(tmp: str) -> dict[str, Any]:
 
 
 def analyze(instance, run_id: str, t_call: float, total: float) -> dict[str, Any]:
-    """The P4 figures of one finished run (``t_call``: epoch time of the call, ``total``: its wall)."""
+    """The P4 figures of one finished run (``t_call``: epoch time of the call, ``total``: its wall);
+    for a run over a partition range, in-job figures are summed over its days."""
     t_return = t_call + total
     events = _events(instance, run_id)
     for t, kind, step, msg in events:   # the whole run, for the log (stderr)
         print(f"[event +{t - t_call:8.2f}s] {kind:<24} {step or '-':<18} {msg[:160]!r}", file=sys.stderr)
-    mats: dict[str, dict[str, Any]] = {}
+    in_job_by_step: dict[str, float] = {}     # summed over the run's partitions (a range run: every day)
     for rec in instance.get_records_for_run(run_id, limit=1_000_000).records:
         de = rec.event_log_entry.dagster_event
         if de is not None and de.event_type_value == "ASSET_MATERIALIZATION":
             m = de.event_specific_data.materialization
-            mats[m.asset_key.to_user_string()] = {k: v.value for k, v in m.metadata.items()}
+            asset = m.asset_key.to_user_string()
+            if asset in IN_JOB and IN_JOB[asset] in m.metadata:
+                in_job_by_step[asset] = in_job_by_step.get(asset, 0.0) + float(m.metadata[IN_JOB[asset]].value)
 
     run_start = _first(events, lambda k, s, m: k in ("RUN_START", "PIPELINE_START"))
     run_end = _last(events, lambda k, s, m: k in ("RUN_SUCCESS", "PIPELINE_SUCCESS", "RUN_FAILURE", "PIPELINE_FAILURE"))
@@ -183,10 +186,9 @@ def analyze(instance, run_id: str, t_call: float, total: float) -> dict[str, Any
             row["rest_s"] = _rd(dur)
             steps[step] = row
             continue
-        value = mats.get(step, {}).get(IN_JOB[step])
-        if value is None:
-            raise RuntimeError(f"{step} reported no {IN_JOB[step]}: {sorted(mats.get(step, {}))}")
-        in_job = float(value)
+        if step not in in_job_by_step:
+            raise RuntimeError(f"{step} reported no {IN_JOB[step]}")
+        in_job = in_job_by_step[step]
         in_job_total += in_job
         row.update({"in_job_s": _rd(in_job), "rest_s": _rd(dur - in_job) if dur is not None else None})
         # when the lines arrived in the event log (the dashboard's tail delivers them late by <= 1-2 s)

@@ -5,8 +5,8 @@ in-process executor, local backend), with ADS_RANKING_HOME and DAGSTER_HOME in t
 benchmark's temp dir, on the same synthetic days (written before, not counted):
 
 * **backfill**: ``run_pipeline(D1, ..., last=D7)``: one run over the partition range (single-run
-  backfill policy), one cluster, the days trained in date order (warm start, the backfill
-  default), evaluated and scored;
+  backfill policy), one cluster, one Ray job per step for all the days (train: the days in date
+  order, warm start, the backfill default; evaluate; score);
 * **singles**: ``run_pipeline(Di, ...)`` for each day, one after the other, each its own run and
   cluster (cold start, the single-day default), in a fresh model registry.
 
@@ -16,7 +16,9 @@ materialization metadata: ``trained_model.wall_seconds`` + ``model_evaluation.ev
 launch, preflight data checks, cluster start (once vs seven times), job submission and driver
 start-up, Pipes, teardown. ``ratio = backfill overhead per day / singles overhead per day``;
 the goal is a backfill overhead of at most 3 s per day (``goal_met``). ``BENCH_P5_DAYS``
-changes the number of days (default 7).
+changes the number of days (default 7). ``breakdown`` (backfill run, and the first single run) is
+P4's event-log analysis of that run: cluster start, per step its in-job part and, per Ray job,
+submit -> entrypoint -> Ray connected and last line -> step end, teardown.
 """
 
 from __future__ import annotations
@@ -66,11 +68,20 @@ def _cluster_starts(instance, run_id: str) -> int:
                for r in instance.get_records_for_run(run_id, limit=1_000_000).records)
 
 
+def _ray_jobs(instance, run_id: str) -> int:
+    return sum(m.startswith("[pipes] Ray job") and "submitted" in m
+               for m in (r.event_log_entry.user_message or ""
+                         for r in instance.get_records_for_run(run_id, limit=1_000_000).records))
+
+
 def _timed(day: dt.date, params, source, environ: dict[str, str], last: dt.date | None = None) -> dict[str, Any]:
     import dagster as dg
 
     from ads_ranking_pipelines.cli.pipeline import run_pipeline
 
+    from benchmarks.p4_pipeline_overhead import analyze
+
+    t_call = time.time()
     t0 = time.perf_counter()
     summary = run_pipeline(day, params, source, environ, verbose=False, last=last, evaluation=LOOSE_GATES)
     total = time.perf_counter() - t0
@@ -79,10 +90,12 @@ def _timed(day: dt.date, params, source, environ: dict[str, str], last: dt.date 
     with dg.DagsterInstance.get() as instance:
         by_day = in_job_by_day(instance, summary["run_id"])
         clusters = _cluster_starts(instance, summary["run_id"])
+        jobs = _ray_jobs(instance, summary["run_id"])
+        breakdown = analyze(instance, summary["run_id"], t_call, total)["breakdown"]
     in_job = sum(sum(v.values()) for v in by_day.values())
-    log(f"{day}..{last or day}: {total:.1f}s wall, {in_job:.1f}s in jobs, {clusters} cluster(s)")
-    return {"total_s": round(total, 2), "in_job_s": round(in_job, 2), "clusters": clusters,
-            "in_job_by_day": by_day, "run_id": summary["run_id"]}
+    log(f"{day}..{last or day}: {total:.1f}s wall, {in_job:.1f}s in jobs, {clusters} cluster(s), {jobs} Ray job(s)")
+    return {"total_s": round(total, 2), "in_job_s": round(in_job, 2), "clusters": clusters, "ray_jobs": jobs,
+            "in_job_by_day": by_day, "run_id": summary["run_id"], "breakdown": breakdown}
 
 
 def _home(tmp: str, name: str) -> dict[str, str]:
@@ -96,7 +109,8 @@ def _home(tmp: str, name: str) -> dict[str, str]:
 def _summary(runs: list[dict[str, Any]], days: int) -> dict[str, Any]:
     total = sum(r["total_s"] for r in runs)
     in_job = sum(r["in_job_s"] for r in runs)
-    return {"runs": len(runs), "clusters": sum(r["clusters"] for r in runs), "total_s": round(total, 2),
+    return {"runs": len(runs), "clusters": sum(r["clusters"] for r in runs),
+            "ray_jobs": sum(r["ray_jobs"] for r in runs), "total_s": round(total, 2),
             "in_job_s": round(in_job, 2), "overhead_s": round(total - in_job, 2),
             "overhead_per_day_s": round((total - in_job) / days, 2)}
 
@@ -125,8 +139,10 @@ def body(tmp: str) -> dict[str, Any]:
         "backfill_overhead_per_day_s": backfill["overhead_per_day_s"],
         "singles_overhead_per_day_s": singles["overhead_per_day_s"],
         "goal_s_per_day": GOAL_S_PER_DAY, "goal_met": backfill["overhead_per_day_s"] <= GOAL_S_PER_DAY,
-        "backfill": {**backfill, "in_job_by_day": backfill_run["in_job_by_day"]},
-        "singles": {**singles, "per_run": [{k: r[k] for k in ("total_s", "in_job_s", "clusters")} for r in singles_runs]},
+        "backfill": {**backfill, "in_job_by_day": backfill_run["in_job_by_day"], "breakdown": backfill_run["breakdown"]},
+        "singles": {**singles, "per_run": [{k: r[k] for k in ("total_s", "in_job_s", "clusters", "ray_jobs")}
+                                           for r in singles_runs],
+                    "breakdown_first_run": singles_runs[0]["breakdown"]},
         "config": {"days": n, "params": params.model_dump(mode="json"), "rows_per_day": source.synthetic.rows_per_day,
                    "gates": LOOSE_GATES, "fast": fast()},
         "loadavg_before": load_before, "loadavg_after": loadavg(),

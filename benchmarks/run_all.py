@@ -287,8 +287,9 @@ def interpret(records: dict[str, dict[str, Any]]) -> list[str]:
     if p5 and p5.get("ratio") is not None:
         b, s1 = p5.get("backfill", {}), p5.get("singles", {})
         out.append(f"P5: a {p5['config']['days']}-day backfill in one run spent {p5['backfill_overhead_per_day_s']} s per day "
-                   f"beyond in-job compute ({b.get('clusters')} cluster start(s)); {s1.get('runs')} single-day runs spent "
-                   f"{p5['singles_overhead_per_day_s']} s per day ({s1.get('clusters')} cluster starts): ratio {p5['ratio']:.2f}; "
+                   f"beyond in-job compute ({b.get('clusters')} cluster start(s), {b.get('ray_jobs', '?')} Ray jobs); "
+                   f"{s1.get('runs')} single-day runs spent {p5['singles_overhead_per_day_s']} s per day "
+                   f"({s1.get('clusters')} cluster starts, {s1.get('ray_jobs', '?')} Ray jobs): ratio {p5['ratio']:.2f}; "
                    f"goal <= {p5['goal_s_per_day']} s per day {'met' if p5.get('goal_met') else 'not met'}.")
     p6, s1 = records.get("P6"), records.get("S1")
     if p6 and p6.get("ratio") is not None:

@@ -14,6 +14,7 @@ from pydantic import Field, ValidationError
 
 from ads_ranking_pipelines.config.errors import format_validation_error
 from ads_ranking_pipelines.config.training import TrainingParams
+from ads_ranking_pipelines.contracts.gates import GateConfig
 
 _DEFAULTS = TrainingParams()
 
@@ -82,3 +83,7 @@ class EvaluationConfig(dg.Config):
     min_calibration: float = Field(0.7, description="Lowest acceptable mean prediction / observed CTR.")
     max_calibration: float = Field(1.4, description="Highest acceptable mean prediction / observed CTR.")
     promote: bool = Field(True, description="Make the version champion when every gate passes (false: evaluate only).")
+
+    def gates(self) -> GateConfig:
+        """The thresholds as the pure model the evaluation job and the gate decision take."""
+        return GateConfig.model_validate(self.model_dump())

@@ -22,7 +22,6 @@ from typing import Any
 import dagster as dg
 from dagster import PipesEnvContextInjector, PipesMessageHandler, PipesMessageReader, open_pipes_session
 from dagster._core.errors import DagsterExecutionInterruptedError
-from dagster._core.pipes.client import PipesClientCompletedInvocation
 from dagster_pipes import PIPES_PROTOCOL_VERSION_FIELD, PipesDefaultMessageWriter, PipesParams
 
 from ads_ranking_pipelines.backends.base import ClusterSession, JobSpec, JobState, JobStatus
@@ -33,6 +32,7 @@ from ads_ranking_pipelines.defs.chatter import is_chatter
 warnings.filterwarnings("ignore", message=".*PipesMessageReader.expected_writer_count.*")
 
 JOB_ID_KEY = "ray_job_id"
+STOP_TIMEOUT_S = 60.0
 # Kinds of custom messages that are shown live in the event log as asset observations.
 LIVE_METRIC_KINDS = frozenset({"epoch", "progress", "dataset", "evaluation", "inference"})
 
@@ -56,8 +56,9 @@ class BackendJobLogReader(PipesMessageReader):
     """
 
     def __init__(self, session: ClusterSession, context: Any, drain_timeout_s: float = 60.0,
-                 forward_lines: bool = True):
+                 forward_lines: bool = True, on_message: Callable[[Any], None] | None = None):
         self._session = session
+        self._on_message = on_message
         self._context = context
         self._drain_timeout_s = drain_timeout_s
         self._forward_lines = forward_lines
@@ -120,8 +121,28 @@ class BackendJobLogReader(PipesMessageReader):
                 self._observe(msg)
                 if msg.get("method") == "closed":
                     self.job_ending.set()
+                self._deliver(msg)
         except Exception as exc:  # a broken log stream must not fail the step by itself
             self._context.log.warning(f"[pipes] following the log of Ray job {self._job_id} failed: {exc}")
+
+    def _deliver(self, msg: dict) -> None:
+        """Custom messages to ``on_message`` as they arrive (a range job's per-day results)."""
+        if self._on_message is None or msg.get("method") != "report_custom_message":
+            return
+        try:
+            self._on_message((msg.get("params") or {}).get("payload"))
+        except Exception as exc:
+            self._context.log.warning(f"[pipes] a message of Ray job {self._job_id} was not taken: {exc}")
+
+    def _partition(self, values: dict) -> str | None:
+        """The partition of a live record: the run's one, else the day a range job named."""
+        if self._context.has_partition_key:
+            return self._context.partition_key
+        day = values.get("day")
+        try:
+            return day if isinstance(day, str) and day in self._context.partition_keys else None
+        except Exception:           # not a partitioned run
+            return None
 
     def _observe(self, msg: dict) -> None:
         if msg.get("method") != "report_custom_message":
@@ -134,12 +155,24 @@ class BackendJobLogReader(PipesMessageReader):
         metadata["kind"] = kind
         try:
             self._context.log_event(dg.AssetObservation(
-                asset_key=self._context.asset_key,
-                partition=self._context.partition_key if self._context.has_partition_key else None,
-                metadata=metadata,
-            ))
+                asset_key=self._context.asset_key, partition=self._partition(values), metadata=metadata))
         except Exception:
             self._context.log.info(f"[metrics:{kind}] {json.dumps(metadata, sort_keys=True, default=str)}")
+
+
+def stop_and_wait(session: ClusterSession, job_id: str, timeout_s: float = STOP_TIMEOUT_S) -> JobState | None:
+    """Stop the job and wait until it has ended: a stopped driver must not write after we clean up."""
+    session.stop(job_id)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            state = session.status(job_id).state
+        except Exception:           # the cluster is going away: nothing runs there any more
+            return None
+        if state.terminal:
+            return state
+        time.sleep(0.2)
+    return None
 
 
 @dataclasses.dataclass
@@ -176,13 +209,16 @@ def wait_until_terminal(session: ClusterSession, job_id: str, ending: threading.
 
 
 def run_ray_job(context: Any, session: ClusterSession, job: JobSpec, poll_interval_s: float = 1.0,
-                extras: dict[str, Any] | None = None) -> RayJobOutcome:
+                extras: dict[str, Any] | None = None,
+                on_message: Callable[[Any], None] | None = None) -> RayJobOutcome:
     """Submit ``job`` with the Pipes bootstrap, stream it into ``context``, wait, return its result.
 
-    Raises ``dg.Failure`` (with KubeRay's / Ray's reason verbatim) when the job does not
-    succeed; stops the job if the Dagster run is interrupted.
+    ``on_message`` receives each custom message payload as it arrives, so what a job reported
+    before it failed or was stopped is still there. Raises ``dg.Failure`` (with KubeRay's /
+    Ray's reason verbatim) when the job does not succeed; if the Dagster run is interrupted,
+    stops the job and waits (bounded) until it has ended before re-raising.
     """
-    reader = BackendJobLogReader(session, context)
+    reader = BackendJobLogReader(session, context, on_message=on_message)
     with open_pipes_session(context=context, message_reader=reader,
                             context_injector=PipesEnvContextInjector(), extras=extras) as pipes:
         job = dataclasses.replace(job, env_vars={**job.env_vars, **pipes.get_bootstrap_env_vars()})
@@ -194,7 +230,7 @@ def run_ray_job(context: Any, session: ClusterSession, job: JobSpec, poll_interv
             status = wait_until_terminal(session, job_id, reader.job_ending, idle_poll_s=poll_interval_s)
         except (DagsterExecutionInterruptedError, KeyboardInterrupt):
             context.log.warning(f"[pipes] run interrupted: stopping Ray job {job_id}")
-            session.stop(job_id)
+            stop_and_wait(session, job_id)
             raise
         context.log.info(f"[pipes] Ray job {job_id} {status.state.value}")
         # the log follower reads what is left at once instead of waiting for the stream to close

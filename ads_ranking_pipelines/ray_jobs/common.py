@@ -1,27 +1,34 @@
 """Shared plumbing of the Ray job entrypoints: read the job spec, open Pipes, report results.
 
-A job entrypoint runs as the Ray job's driver. When Dagster launched it, the Pipes bootstrap
+A job entrypoint runs as the Ray job's driver, over every day of the run's partition range: its
+body yields one result per finished day, reported at once, so a failure on day k loses nothing
+of the days before. When Dagster launched it, the Pipes bootstrap
 variables are in its environment and everything it reports flows back to the Dagster run
 through the job's log (stdout); otherwise it prints, so the same entrypoint runs by hand.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import sys
+import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from ads_ranking_pipelines.contracts.ranges import DAY_RESULT
 from ads_ranking_pipelines.training.reporting import PrintReporter, Reporter, Scalar
 
 SPEC_ENV = "ADS_RANKING_JOB_SPEC"
 RESULT_KIND = "result"
 
 S = TypeVar("S", bound=BaseModel)
+# A job body: the spec's days in date order, one result dict yielded per finished day.
+DaysBody = Callable[[Any, Reporter], Iterator[dict[str, Any]]]
 
 
 class PipesReporter:
@@ -57,28 +64,49 @@ def load_spec(model: type[S], environ: dict[str, str] | None = None) -> S:
     return model.model_validate_json(raw)
 
 
-def run_entrypoint(spec_model: type[S], body: Callable[[S, Reporter], dict[str, Any]]) -> None:
-    """Load the spec, run ``body`` with the right reporter, report its result dict, exit 0/1."""
+def run_entrypoint(spec_model: type[S], body: DaysBody) -> None:
+    """Load the spec, run ``body`` with the right reporter, report each day it yields as it
+    finishes (``DAY_RESULT``) and then the job's ``result`` (how many days), exit 0/1."""
     quiet_progress_bars()
     spec = load_spec(spec_model)
     if os.environ.get("DAGSTER_PIPES_CONTEXT"):
         from dagster_pipes import open_dagster_pipes
 
         with open_dagster_pipes() as pipes:
-            reporter = PipesReporter(pipes)
-            result = _run(body, spec, reporter)
-            pipes.report_custom_message({"kind": RESULT_KIND, "values": result})
+            _run(body, spec, PipesReporter(pipes), pipes.report_custom_message)
     else:
-        result = _run(body, spec, PrintReporter())
-        print(json.dumps({"kind": RESULT_KIND, "values": result}, default=str), flush=True)
+        _run(body, spec, PrintReporter(), _print_message)
 
 
-def _run(body: Callable[[S, Reporter], dict[str, Any]], spec: S, reporter: Reporter) -> dict[str, Any]:
+def _print_message(payload: dict[str, Any]) -> None:
+    print(json.dumps(payload, default=str), flush=True)
+
+
+def _run(body: DaysBody, spec: S, reporter: Reporter, send: Callable[[dict[str, Any]], None]) -> None:
+    done = 0
     try:
-        return body(spec, reporter)
+        t0 = time.perf_counter()
+        for values in body(spec, reporter):
+            t1 = time.perf_counter()
+            send({"kind": DAY_RESULT, "values": {**values, "day_seconds": round(t1 - t0, 2)}})
+            done, t0 = done + 1, t1
+        send({"kind": RESULT_KIND, "values": {"days": done}})
     except Exception as exc:
         traceback.print_exc()
-        reporter.log(f"job failed: {type(exc).__name__}: {exc}")
+        reporter.log(f"job failed after {done} finished day(s): {type(exc).__name__}: {exc}")
         raise
     finally:
         sys.stdout.flush()
+
+
+class DayReporter:
+    """A reporter whose metrics records name the day they belong to (a range job's live plots)."""
+
+    def __init__(self, inner: Reporter, day: dt.date) -> None:
+        self._inner, self._day = inner, day.isoformat()
+
+    def log(self, message: str) -> None:
+        self._inner.log(message)
+
+    def metrics(self, kind: str, values: dict[str, Scalar]) -> None:
+        self._inner.metrics(kind, {**values, "day": self._day})

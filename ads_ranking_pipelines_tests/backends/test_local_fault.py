@@ -20,7 +20,7 @@ from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.events.layout import ensure_synthetic_days
 from ads_ranking_pipelines.ray_jobs.common import SPEC_ENV
 from ads_ranking_pipelines.storage import fs
-from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
+from ads_ranking_pipelines.contracts.ranges import TrainDay, TrainRangeSpec
 from ads_ranking_pipelines_tests.conftest import wait_no_processes
 
 DAYS = (dt.date(2026, 2, 1), dt.date(2026, 2, 2))
@@ -34,8 +34,9 @@ def test_killed_worker_node_is_replaced_and_training_resumes(ads_home, tmp_path)
     params = TrainingParams(num_workers=2, epochs=5, batch_size=128, hash_buckets=2000, embedding_dim=8,
                             dense_arch=(16, 8), over_arch=(16,), max_failures=2)
     storage = tmp_path / "ray_results"
-    spec = TrainJobSpec(params=params, source=source, train_days=DAYS, model_version="fault-v1",
-                        model_uri=str(tmp_path / "model"), ray_storage_uri=str(storage), run_name="fault")
+    spec = TrainRangeSpec(params=params, source=source, ray_storage_uri=str(storage), days=(TrainDay(
+        day=DAYS[-1] + dt.timedelta(days=1), train_days=DAYS, model_version="fault-v1",
+        model_uri=str(tmp_path / "model"), run_name="fault"),))
     job = JobSpec(submission_id="train-fault", env_vars={SPEC_ENV: spec.model_dump_json()},
                   entrypoint=f"{sys.executable} -m ads_ranking_pipelines.ray_jobs.train")
     backend = LocalRayBackend(ads_home / "clusters")
@@ -66,7 +67,7 @@ def test_killed_worker_node_is_replaced_and_training_resumes(ads_home, tmp_path)
 
     assert status.state == JobState.SUCCEEDED, status.message + "\n" + "\n".join(lines[-40:])
     assert victim not in cluster.state.worker_pids and replaced >= 1
-    result = json.loads(next(line for line in reversed(lines) if line.startswith('{"kind": "result"')))["values"]
+    result = json.loads(next(line for line in reversed(lines) if line.startswith('{"kind": "day_result"')))["values"]
     assert result["epochs"] == 5
     assert result["worker_restarts"] >= 1, "training did not notice the lost node"
     assert fs.exists(str(tmp_path / "model" / "manifest.json"))

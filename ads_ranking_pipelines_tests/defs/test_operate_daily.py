@@ -82,6 +82,9 @@ def test_backfill_then_a_bad_day_then_rollback(env, tmp_path):
         assert run.tags["ads-ranking/gpu-pool"] == "local" and run.tags["ads-ranking/model"] == "quest_ranker"
         messages = [e.user_message or "" for e in _records(instance, run.run_id)]
         assert sum("provisioning Ray cluster" in m for m in messages) == 1      # one cluster
+        submitted = [m for m in messages if m.startswith("[pipes] Ray job") and "submitted" in m]
+        assert [m.split()[3].split("-")[:2] for m in submitted] == [       # one Ray job per step for all days
+            [kind, "20260310"] for kind in ("train", "evaluate", "infer")], submitted
         observed = [e.dagster_event.event_specific_data.asset_observation.metadata
                     for e in _records(instance, run.run_id, "ASSET_OBSERVATION")]
         trained = _materializations(instance, run.run_id, "trained_model")
@@ -104,8 +107,8 @@ def test_backfill_then_a_bad_day_then_rollback(env, tmp_path):
     # from the driver); per-epoch metrics arrive as observations while the job runs
     assert any("[train] epoch 2/2" in m for m in messages), "a worker's print is missing from the event log"
     assert any(m.startswith(f"model version {versions[0]} written") for m in messages)
-    epochs = [o["epoch"].value for o in observed if o["kind"].value == "epoch"]
-    assert epochs == [1, 2] * len(DAYS)
+    epochs = [(o["day"].value, o["epoch"].value) for o in observed if o["kind"].value == "epoch"]
+    assert epochs == [(str(d), e) for d in DAYS for e in (1, 2)]
     import pyarrow.dataset as pads
 
     table = pads.dataset(scored[str(DAYS[0])]["scores_uri"], format="parquet").to_table()

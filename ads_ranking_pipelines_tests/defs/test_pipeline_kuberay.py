@@ -3,8 +3,9 @@ operator runs real Ray (``Scenario(execute=True)``): each Ray step is one RayJob
 cluster is a real local Ray cluster and whose submitter really runs the job's entrypoint.
 
 The storage root is a path on a "shared volume" (``shared_volume_claim``): the Ray pods mount
-it at the same path - here they are processes on this machine and see it directly. All four
-assets materialize, the run makes exactly one RayJob per Ray step, and nothing is left in the
+it at the same path - here they are processes on this machine and see it directly. The run
+covers two days (a single-run backfill): all four assets materialize for both days, the run
+makes exactly one RayJob per Ray step (three, not three per day), and nothing is left in the
 fake's store nor any Ray process on the machine afterwards.
 """
 
@@ -21,7 +22,7 @@ from ads_ranking_pipelines.cli.pipeline import run_config
 from ads_ranking_pipelines.config.source import SourceConfig, SyntheticSpec
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.defs.assets import batch_scores, impressions, model_evaluation, trained_model
-from ads_ranking_pipelines.defs.jobs import daily_retraining
+from ads_ranking_pipelines.defs.jobs import daily_retraining, range_tags
 from ads_ranking_pipelines.defs.ray_resources import KubeRayResource
 from ads_ranking_pipelines.defs.resources import EventSourceResource, StorageResource
 from ads_ranking_pipelines.storage.layout import StorageLayout
@@ -36,6 +37,7 @@ from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 -
 
 NS = "ads-ranking"
 DAY = dt.date(2026, 3, 10)
+DAYS = [DAY, DAY + dt.timedelta(days=1)]
 TINY = TrainingParams(dataset_window_days=2, num_workers=1, epochs=2, batch_size=256, hash_buckets=2000,
                       embedding_dim=8, dense_arch=(16, 8), over_arch=(16,), learning_rate=0.05)
 TINY_SOURCE = SourceConfig(synthetic=SyntheticSpec(rows_per_day=4000, num_users=2000, num_ads=500))
@@ -60,13 +62,15 @@ def test_daily_job_on_kuberay_against_the_fake(fake_apiserver: FakeKubeApiServer
     params = TINY
     with dg.DagsterInstance.get() as instance:
         result = defs.resolve_job_def("daily_retraining").execute_in_process(
-            run_config=run_config(params, TINY_SOURCE), partition_key=DAY.isoformat(),
+            run_config=run_config(params, TINY_SOURCE), tags=range_tags(DAYS[0], DAYS[-1]),
             instance=instance, raise_on_error=False)
         assert result.success, [e.message for e in result.all_events if e.is_failure]
 
-    done = {m.asset_key.to_user_string() for m in result.get_asset_materialization_events()}
-    assert done == {"impressions", "trained_model", "model_evaluation", "batch_scores"}
-    # one RayJob per Ray step, each with the run's labels, the shared volume and our image
+    done = {(m.asset_key.to_user_string(), m.partition) for m in
+            (e.event_specific_data.materialization for e in result.get_asset_materialization_events())}
+    assert done == {(a, str(d)) for a in ("impressions", "trained_model", "model_evaluation", "batch_scores")
+                    for d in DAYS}
+    # one RayJob per Ray step for both days, each with the run's labels, the shared volume and our image
     rayjobs = [key for key in fake_apiserver.created if key[0] == RAYJOBS]
     assert len(rayjobs) == 3
     made = fake_apiserver.operator_made
@@ -77,9 +81,8 @@ def test_daily_job_on_kuberay_against_the_fake(fake_apiserver: FakeKubeApiServer
         assert worker["containers"][0]["image"] == IMAGE
         assert {"name": "storage", "persistentVolumeClaim": {"claimName": "ads-ranking-data"}} \
             in worker["volumes"]
-    version = next(m for m in result.asset_materializations_for_node("trained_model")
-                   ).metadata["model_version"].value
-    assert ModelRegistry(StorageLayout(home), params.model_name).is_complete(version)
+    versions = [m.metadata["model_version"].value for m in result.asset_materializations_for_node("trained_model")]
+    assert ModelRegistry(StorageLayout(home), params.model_name).versions() == sorted(versions) and len(versions) == 2
     # nothing left: not in the fake's store, not on the machine
     assert fake_apiserver.leftovers() == [] and fake_apiserver.names(RAYCLUSTERS) == []
     fake_apiserver.stop()

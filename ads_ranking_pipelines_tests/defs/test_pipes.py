@@ -1,8 +1,17 @@
 from __future__ import annotations
 
+import datetime as dt
 import json
+import threading
 
-from ads_ranking_pipelines.defs.pipes import parse_pipes_message
+import dagster as dg
+from dagster_pipes import PIPES_PROTOCOL_VERSION, PIPES_PROTOCOL_VERSION_FIELD
+
+from ads_ranking_pipelines.backends.base import ClusterSession, JobSpec, JobState, JobStatus
+from ads_ranking_pipelines.defs.jobs import range_tags
+from ads_ranking_pipelines.defs.partitions import daily_partitions
+from ads_ranking_pipelines.defs.pipes import parse_pipes_message, wait_until_terminal
+from ads_ranking_pipelines.defs.range_jobs import DayResults, run_days
 
 MSG = {"__dagster_pipes_version": "0.1", "method": "log", "params": {"message": "hi", "level": "INFO"}}
 
@@ -39,10 +48,6 @@ def test_library_chatter_is_recognised_and_our_lines_are_not():
 
 # ---- waiting for the job ---------------------------------------------------------------------
 
-import threading  # noqa: E402
-
-from ads_ranking_pipelines.backends.base import JobState, JobStatus  # noqa: E402
-from ads_ranking_pipelines.defs.pipes import wait_until_terminal  # noqa: E402
 
 
 class ScriptedSession:
@@ -87,3 +92,62 @@ def test_the_wait_reads_the_status_quickly_once_the_job_is_ending():
     assert ending.waits == [5.0, 5.0]
     assert sleeps == [0.05, 0.1, 0.2]            # then quick reads, backing off
 
+
+class _RangeJobSession(ClusterSession):
+    """A cluster session whose one job printed two days' results (day 2's only when ``ok``)."""
+
+    name, dashboard_url = "fake", None
+
+    def __init__(self, ok: bool):
+        def line(payload):
+            return json.dumps({PIPES_PROTOCOL_VERSION_FIELD: PIPES_PROTOCOL_VERSION,
+                               "method": "report_custom_message", "params": {"payload": payload}})
+
+        days = ["2026-03-10", "2026-03-11"] if ok else ["2026-03-10"]
+        self.lines = [line({"kind": "epoch", "values": {"epoch": 1, "loss": 0.5, "day": d}}) for d in days]
+        self.lines += [line({"kind": "day_result", "values": {"day": d, "final_loss": 0.5}}) for d in days]
+        self.lines += [line({"kind": "result", "values": {"days": len(days)}})] if ok else ["Traceback: day 2 broke"]
+        self.ok = ok
+
+    def submit(self, job):
+        return job.submission_id
+
+    def status(self, job_id):
+        return JobStatus(JobState.SUCCEEDED if self.ok else JobState.FAILED, "" if self.ok else "day 2 broke")
+
+    def logs(self, job_id, follow=True):
+        yield from self.lines
+
+    def stop(self, job_id):
+        pass
+
+
+def _run_range(ok: bool):
+    results = DayResults()
+    days = [dt.date(2026, 3, 10), dt.date(2026, 3, 11)]
+
+    @dg.asset(partitions_def=daily_partitions, backfill_policy=dg.BackfillPolicy.single_run())
+    def ranged(context):
+        run_days(context, _RangeJobSession(ok), JobSpec("train-x", "python -m x"), days, results)
+        return dg.MaterializeResult()
+
+    instance = dg.DagsterInstance.ephemeral()
+    result = dg.materialize([ranged], instance=instance, tags=range_tags(days[0], days[-1]), raise_on_error=False)
+    observed = [e.event_specific_data.asset_observation for e in result.all_events
+                if e.event_type_value == "ASSET_OBSERVATION"]
+    return result, results, observed
+
+
+def test_a_range_job_reports_each_day_and_its_live_records_land_on_their_partitions():
+    result, results, observed = _run_range(ok=True)
+    assert result.success
+    assert list(results.days) == ["2026-03-10", "2026-03-11"]
+    assert [o.partition for o in observed] == ["2026-03-10", "2026-03-11"]
+
+
+def test_days_reported_before_the_job_failed_are_kept():
+    result, results, _ = _run_range(ok=False)
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    assert "ended FAILED: day 2 broke" in failure.step_failure_data.user_failure_data.description
+    assert list(results.days) == ["2026-03-10"]

@@ -1,0 +1,106 @@
+"""One Ray job per step over the run's partition range, its per-day results kept as they arrive.
+
+A step (train, evaluate, score) submits one job for all of the run's days, one day or a
+backfill's range alike: the cluster is paid for once per run and each job's start and drain
+once per step. The job reports each finished day at once (``DAY_RESULT``); :class:`DayResults`
+keeps them, so when the job fails (or the run is cancelled) on day k the days before k are still
+known and recorded: their partitions show as materialized, with their metadata.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import uuid
+from typing import Any
+
+import dagster as dg
+
+from ads_ranking_pipelines.backends.base import ClusterSession, JobSpec
+from ads_ranking_pipelines.config.training import TrainingParams
+from ads_ranking_pipelines.contracts.ranges import DAY_RESULT
+from ads_ranking_pipelines.defs.pipes import RayJobOutcome, run_ray_job
+from ads_ranking_pipelines.defs.ray_resources import RayClusterResource
+from ads_ranking_pipelines.ray_jobs.common import SPEC_ENV
+
+
+def numeric(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def span(days: list[dt.date]) -> str:
+    return days[0].isoformat() if len(days) == 1 else f"{days[0]}..{days[-1]}"
+
+
+def job_spec(kind: str, context: dg.AssetExecutionContext, days: list[dt.date], python: str, spec: Any) -> JobSpec:
+    """The one Ray job of step ``kind`` (module ``ray_jobs.<kind>``) over ``days``."""
+    label = f"{days[0]:%Y%m%d}" + (f"-{days[-1]:%Y%m%d}" if len(days) > 1 else "")
+    return JobSpec(
+        submission_id=f"{kind}-{label}-{context.run.run_id[:8]}-{uuid.uuid4().hex[:6]}",
+        entrypoint=f"{python} -m ads_ranking_pipelines.ray_jobs.{kind}",
+        env_vars={SPEC_ENV: spec.model_dump_json()},
+        metadata={"dagster_run_id": context.run.run_id, "dagster_asset": context.asset_key.to_user_string(),
+                  "partition": span(days)},
+    )
+
+
+def session(context: dg.AssetExecutionContext, ray_cluster: RayClusterResource, request: Any) -> ClusterSession:
+    origin = context.dagster_run.remote_job_origin
+    location = origin.location_name if origin is not None else None
+    return ray_cluster.session(request, context.log, run_id=context.run.run_id, code_location=location)
+
+
+def widest(params: list[TrainingParams]) -> TrainingParams:
+    """Of the versions a step serves, the one whose cluster is the largest (sizes the run's cluster)."""
+    return max(params, key=lambda p: (p.num_workers, p.gpus_per_worker))
+
+
+@dataclasses.dataclass
+class DayResults:
+    """What a range job reported per finished day, by ISO day, in the order they came."""
+
+    days: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+
+    def add(self, payload: Any) -> None:
+        if isinstance(payload, dict) and payload.get("kind") == DAY_RESULT:
+            values = payload.get("values") or {}
+            self.days[str(values.get("day"))] = values
+
+    def missing(self, days: list[dt.date]) -> list[dt.date]:
+        return [d for d in days if d.isoformat() not in self.days]
+
+
+def run_days(context: dg.AssetExecutionContext, cluster: ClusterSession, job: JobSpec, days: list[dt.date],
+             results: DayResults) -> RayJobOutcome:
+    """Run the range job; ``results`` fills as days finish (also when this raises)."""
+    outcome = run_ray_job(context, cluster, job, on_message=results.add)
+    missing = results.missing(days)
+    if missing:
+        raise dg.Failure(description=f"Ray job {outcome.job_id} succeeded but reported no result for "
+                         f"{', '.join(d.isoformat() for d in missing)}", allow_retries=False)
+    return outcome
+
+
+class DayMetadata:
+    """Per-partition metadata of a range step: attached to the step's materialization when it
+    succeeds; when it fails, the finished days are recorded as materializations of their own."""
+
+    def __init__(self, context: dg.AssetExecutionContext) -> None:
+        self.context = context
+        self.by_day: dict[str, dict[str, Any]] = {}
+
+    def add(self, day: str, metadata: dict[str, Any]) -> None:
+        self.by_day[day] = metadata
+
+    def attach(self) -> None:
+        for day, metadata in self.by_day.items():
+            self.context.add_asset_metadata(metadata, partition_key=day)
+
+    def record_finished(self) -> None:
+        """The step is failing: keep what the finished days did (a failure here must not hide the cause)."""
+        for day, metadata in self.by_day.items():
+            try:
+                self.context.log_event(dg.AssetMaterialization(
+                    asset_key=self.context.asset_key, partition=day, metadata=metadata))
+            except Exception as exc:
+                self.context.log.warning(f"could not record the finished day {day}: {exc}")

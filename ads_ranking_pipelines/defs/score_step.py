@@ -1,0 +1,72 @@
+"""``batch_scores``' work: ONE inference job scores every day with that day's champion.
+
+A day's champion is the one as of the end of that day's evaluation in this run (known before
+the job starts), else the current one; each day records the version it used.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import dagster as dg
+
+from ads_ranking_pipelines.config.training import TrainingParams
+from ads_ranking_pipelines.contracts.ranges import InferDay, InferRangeSpec
+from ads_ranking_pipelines.defs.preflight import check_events
+from ads_ranking_pipelines.defs.range_jobs import DayMetadata, DayResults, job_spec, numeric, run_days, session, widest
+from ads_ranking_pipelines.defs.ray_resources import RayClusterResource
+from ads_ranking_pipelines.defs.train_step import run_version
+from ads_ranking_pipelines.storage import fs
+from ads_ranking_pipelines.storage.registry import ModelRegistry, RegistryError
+
+
+def champion_for_day(registry: ModelRegistry, day: dt.date, run_id: str) -> str:
+    """The champion as of the end of ``day``'s evaluation in this run, else the current one."""
+    record = registry.evaluation(run_version(day, run_id), day)
+    version = (record or {}).get("champion_after") or registry.champion_version()
+    if not version:
+        raise dg.Failure(description=f"{registry.model_name} has no champion to score {day} with: no version "
+                         "has passed the gates yet (promote one with `ads-ranking model promote VERSION --reason ...`)",
+                         allow_retries=False)
+    return version
+
+
+def infer_day(registry: ModelRegistry, source: Any, day: dt.date, run_id: str, log: Any) -> tuple[InferDay, TrainingParams]:
+    version = champion_for_day(registry, day, run_id)
+    try:
+        registry.manifest(version)
+    except RegistryError as exc:
+        raise dg.Failure(description=f"cannot score {day} with champion {version}: {exc}", allow_retries=False) from None
+    model_uri = registry.version_uri(version)
+    params = TrainingParams.model_validate(fs.read_json(fs.join(model_uri, "model.json"))["params"])
+    check_events(source, [day], log)
+    return InferDay(day=day, model_uri=model_uri, model_version=version, hash_buckets=params.hash_buckets,
+                    output_uri=registry.layout.scores(registry.model_name, day, version)), params
+
+
+def score_days(context: dg.AssetExecutionContext, registry: ModelRegistry, source: Any,
+               ray_cluster: RayClusterResource, days: list[dt.date]) -> None:
+    planned = [infer_day(registry, source, d, context.run.run_id, context.log) for d in days]
+    spec = InferRangeSpec(source=source, id_columns=("impression_id",) if source.kind == "synthetic" else (),
+                          days=tuple(d for d, _ in planned))
+    request = ray_cluster.cluster_request(widest([p for _, p in planned]), context.run.run_id)
+    results, metadata = DayResults(), DayMetadata(context)
+    try:
+        run_days(context, session(context, ray_cluster, request),
+                 job_spec("infer", context, days, ray_cluster.python(), spec), days, results)
+    except BaseException:
+        _collect(spec, results, metadata)
+        metadata.record_finished()          # the days scored before the failure
+        raise
+    _collect(spec, results, metadata)
+    metadata.attach()
+
+
+def _collect(spec: InferRangeSpec, results: DayResults, metadata: DayMetadata) -> None:
+    for d in spec.days:
+        r = results.days.get(d.day.isoformat())
+        if r is not None:
+            metadata.add(d.day.isoformat(), {
+                **numeric(r), "scores_uri": dg.MetadataValue.path(d.output_uri), "model_version": d.model_version,
+                "job_wall_seconds": round(float(r.get("day_seconds", 0.0)), 2)})

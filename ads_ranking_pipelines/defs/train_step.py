@@ -1,0 +1,120 @@
+"""``trained_model``'s work: ONE training job over the run's days, one model version per day.
+
+The job trains the days in date order, each version written complete before the next day
+starts (warm-started from the version the day before wrote, when warm start is on). When it
+fails or the run is cancelled on day k, the versions of the days before k stay (complete, and
+recorded as materializations of their days); the half-written version of day k is discarded.
+Training never touches the champion.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+from typing import Any
+
+import dagster as dg
+from dagster._core.errors import DagsterExecutionInterruptedError
+
+from ads_ranking_pipelines.config.training import TrainingParams
+from ads_ranking_pipelines.contracts.ranges import TrainDay, TrainRangeSpec
+from ads_ranking_pipelines.defs.partitions import window_days
+from ads_ranking_pipelines.defs.range_jobs import DayMetadata, DayResults, job_spec, numeric, run_days, session, span
+from ads_ranking_pipelines.defs.ray_resources import RayClusterResource
+from ads_ranking_pipelines.storage.registry import ModelRegistry
+from ads_ranking_pipelines.version import code_version
+
+RESULT_FIELDS = ("final_loss", "samples_per_s", "rows", "epochs", "wall_seconds", "worker_restarts",
+                 "resumed_from_epoch", "best_epoch", "train_rows", "valid_logloss", "valid_auc")
+
+
+def run_version(day: dt.date, run_id: str) -> str:
+    return f"{day:%Y%m%d}-{run_id[:8]}"
+
+
+def previous_version(registry: ModelRegistry, day: dt.date) -> str | None:
+    """The newest complete version of the day before ``day`` on storage."""
+    earlier = registry.versions_for_day(day - dt.timedelta(days=1))
+    return earlier[-1] if earlier else None
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainPlan:
+    spec: TrainRangeSpec
+    warm_from: dict[str, str | None]      # ISO day -> the version it starts from (None: random init)
+
+
+def plan(registry: ModelRegistry, params: TrainingParams, source: Any, days: list[dt.date], run_id: str,
+         warm: bool, cluster: dict[str, Any]) -> TrainPlan:
+    versions = [run_version(d, run_id) for d in days]
+    init = previous_version(registry, days[0]) if warm else None
+    spec = TrainRangeSpec(
+        params=params, source=source, ray_storage_uri=registry.layout.ray_storage(),
+        code_version=code_version(os.environ), cluster=cluster,
+        init_model_uri=registry.version_uri(init) if init else None, warm_start=warm,
+        days=tuple(TrainDay(day=d, train_days=tuple(window_days(d, params.dataset_window_days)), model_version=v,
+                            model_uri=registry.version_uri(v), run_name=f"{params.model_name}-{v}")
+                   for d, v in zip(days, versions)))
+    warm_from = {d.isoformat(): (init if i == 0 else versions[i - 1] if warm else None) for i, d in enumerate(days)}
+    return TrainPlan(spec, warm_from)
+
+
+def train_days(context: dg.AssetExecutionContext, ray_cluster: RayClusterResource, registry: ModelRegistry,
+               the_plan: TrainPlan, request: Any) -> list[str]:
+    """Run the training job over the plan's days; per-day metadata on the step; the versions."""
+    spec, days = the_plan.spec, [d.day for d in the_plan.spec.days]
+    first = spec.days[0]
+    context.log.info(f"training {first.model_version} on {first.train_days[0]}..{first.train_days[-1]}"
+                     + (f", warm start from {the_plan.warm_from[first.day.isoformat()]}"
+                        if the_plan.warm_from[first.day.isoformat()] else "")
+                     + (f", then {len(days) - 1} more day(s) to {days[-1]} in the same Ray job" if len(days) > 1 else ""))
+    results, metadata = DayResults(), DayMetadata(context)
+    cluster = session(context, ray_cluster, request)
+    try:
+        outcome = run_days(context, cluster, job_spec("train", context, days, ray_cluster.python(), spec), days, results)
+    except BaseException as exc:
+        _keep_finished(context, registry, the_plan, results, metadata, exc)
+        raise
+    for d in spec.days:
+        metadata.add(d.day.isoformat(), _day_metadata(the_plan, d, results.days[d.day.isoformat()], outcome.job_id))
+    metadata.attach()
+    return [d.model_version for d in spec.days]
+
+
+def _day_metadata(the_plan: TrainPlan, d: TrainDay, r: dict[str, Any], job_id: str | None) -> dict[str, Any]:
+    params = the_plan.spec.params
+    seconds = float(r.get("day_seconds") or r.get("wall_seconds") or 0.0)
+    hours = seconds / 3600.0
+    return {
+        "model_version": d.model_version, "model_uri": dg.MetadataValue.path(d.model_uri),
+        **({"ray_job_id": job_id} if job_id else {}),
+        "train_window": f"{d.train_days[0]}..{d.train_days[-1]}",
+        "warm_start_from": the_plan.warm_from[d.day.isoformat()] or "none", "num_workers": params.num_workers,
+        "gpu_pool": params.gpu_pool, "job_wall_seconds": round(seconds, 2),
+        "worker_hours": params.num_workers * hours, "gpu_hours": params.num_workers * params.gpus_per_worker * hours,
+        **numeric({k: r.get(k) for k in RESULT_FIELDS}),
+        "sharding_plan": dg.MetadataValue.json(r.get("sharding_plan") or {}),
+    }
+
+
+def _keep_finished(context: dg.AssetExecutionContext, registry: ModelRegistry, the_plan: TrainPlan,
+                   results: DayResults, metadata: DayMetadata, exc: BaseException) -> None:
+    """The job failed or the run was cancelled: discard the half-written version, keep the finished days."""
+    spec = the_plan.spec
+    discarded = [d.model_version for d in spec.days if registry.discard_incomplete(d.model_version)]
+    kept = [d for d in spec.days if d.day.isoformat() in results.days and registry.is_complete(d.model_version)]
+    for d in kept:
+        metadata.add(d.day.isoformat(), _day_metadata(the_plan, d, results.days[d.day.isoformat()], None))
+    metadata.record_finished()
+    stopped = next((d for d in spec.days if d.day.isoformat() not in results.days), None)
+    why = "the run was cancelled" if isinstance(exc, (DagsterExecutionInterruptedError, KeyboardInterrupt)) \
+        else "the training job failed"
+    where = (f"{stopped.day} ({stopped.model_version} not kept"
+             + ("; its half-written files were removed)" if stopped.model_version in discarded else ")")
+             if stopped else span([d.day for d in spec.days]))
+    context.log.warning(
+        f"{why} while training {where}: kept {len(kept)} complete version(s) of the days before "
+        f"({', '.join(d.model_version for d in kept) or 'none'}); not trained: "
+        f"{', '.join(str(d.day) for d in spec.days[len(kept) + 1:]) or 'none'}; "
+        f"the champion is unchanged ({registry.champion_version() or 'none'})")

@@ -1,0 +1,49 @@
+"""Range job specs hand out one-day specs: warm start chains, date order, the champion's uri."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from pydantic import ValidationError
+
+from ads_ranking_pipelines.config.source import SourceConfig
+from ads_ranking_pipelines.config.training import TrainingParams
+from ads_ranking_pipelines.contracts.gates import GateConfig
+from ads_ranking_pipelines.contracts.ranges import EvalDay, EvalRangeSpec, TrainDay, TrainRangeSpec
+
+D = [dt.date(2026, 3, 10) + dt.timedelta(days=i) for i in range(3)]
+SOURCE = SourceConfig(uri="/tmp/events")
+
+
+def _train(warm: bool, days=D) -> TrainRangeSpec:
+    return TrainRangeSpec(params=TrainingParams(), source=SOURCE, ray_storage_uri="/tmp/ray", warm_start=warm,
+                          init_model_uri="/m/v0" if warm else None,
+                          days=tuple(TrainDay(day=d, train_days=(d - dt.timedelta(days=1),), model_version=f"v{i + 1}",
+                                              model_uri=f"/m/v{i + 1}", run_name=f"r{i + 1}") for i, d in enumerate(days)))
+
+
+def test_warm_start_chains_each_day_to_the_version_the_day_before_wrote():
+    spec = _train(warm=True)
+    assert [spec.day_spec(i).init_model_uri for i in range(3)] == ["/m/v0", "/m/v1", "/m/v2"]
+    assert [spec.day_spec(i).init_model_uri for i in range(3)] != [None] * 3
+    cold = _train(warm=False)
+    assert [cold.day_spec(i).init_model_uri for i in range(3)] == [None, None, None]
+    assert cold.day_spec(2).model_uri == "/m/v3" and cold.day_spec(2).train_days == (D[1],)
+
+
+def test_days_out_of_order_or_none_are_refused():
+    with pytest.raises(ValidationError, match="date order"):
+        _train(warm=False, days=[D[1], D[0]])
+    with pytest.raises(ValidationError, match="at least 1"):
+        _train(warm=False, days=[])
+
+
+def test_eval_day_spec_compares_with_the_champion_of_that_moment():
+    days = tuple(EvalDay(eval_day=d, model_version=f"v{i + 1}", model_uri=f"/m/v{i + 1}", params=TrainingParams(),
+                         train_days=(d,)) for i, d in enumerate(D))
+    spec = EvalRangeSpec(source=SOURCE, gates=GateConfig(), champion_version="v0", champion_uri="/m/v0", days=days)
+    assert spec.day_spec(0, "v0").champion_uri == "/m/v0"
+    assert spec.day_spec(1, "v1").champion_uri == "/m/v1"          # day 1's version won
+    assert spec.day_spec(1, None).champion_uri is None
+    assert spec.day_spec(0, "v1").champion_uri is None              # a version is not its own champion
