@@ -368,9 +368,23 @@ def _worker_config(params: TrainingParams, feature_spec: FeatureSpec, window: _W
     }
 
 
+# A CPU (gloo) rank that waits this long in one collective has lost a peer (seen: after a worker
+# node was killed, the restarted group hung in its first steps for the whole 30 min default):
+# the attempt fails and Ray Train restarts the group. NCCL keeps Ray's default.
+GLOO_COLLECTIVE_TIMEOUT_S = 300
+
+
+def _torch_config(uses_gpu: bool):
+    from ray.train.torch import TorchConfig
+
+    if uses_gpu:
+        return TorchConfig(backend="nccl")
+    return TorchConfig(backend="gloo", timeout_s=GLOO_COLLECTIVE_TIMEOUT_S)
+
+
 def _trainer(spec: TrainJobSpec, config: dict[str, Any], window: _Window, storage: str):
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchConfig, TorchTrainer
+    from ray.train.torch import TorchTrainer
 
     params = spec.params
     datasets = {DATASET_NAME: window.train, **({VALID_DATASET_NAME: window.valid} if window.valid is not None else {})}
@@ -379,7 +393,7 @@ def _trainer(spec: TrainJobSpec, config: dict[str, Any], window: _Window, storag
         train_loop_config=config,
         scaling_config=ScalingConfig(num_workers=params.num_workers, use_gpu=params.uses_gpu,
                                      resources_per_worker=_resources(params)),
-        torch_config=TorchConfig(backend="nccl" if params.uses_gpu else "gloo"),
+        torch_config=_torch_config(params.uses_gpu),
         run_config=RunConfig(
             name=spec.run_name,
             storage_path=storage,
