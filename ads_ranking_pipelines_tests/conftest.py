@@ -31,3 +31,17 @@ def ads_home(tmp_path, monkeypatch):
 @pytest.fixture
 def environ(ads_home):
     return dict(os.environ)
+
+
+def stop_process_group(proc, grace_s: float = 30.0) -> None:
+    """SIGTERM a child started with ``start_new_session=True`` and its group; SIGKILL if it stays."""
+    import os
+    import signal
+    import subprocess
+
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -32,7 +31,7 @@ from ads_ranking_pipelines.definitions import range_tags, run_tags
 from ads_ranking_pipelines.storage import fs
 from ads_ranking_pipelines.storage.layout import StorageLayout
 from ads_ranking_pipelines.storage.registry import ModelRegistry
-from ads_ranking_pipelines_tests.conftest import wait_no_processes
+from ads_ranking_pipelines_tests.conftest import stop_process_group, wait_no_processes
 
 DAYS = [dt.date(2026, 3, 10), dt.date(2026, 3, 11), dt.date(2026, 3, 12)]
 # the whole epoch budget (no early stop): day 2 is still training when the cancel lands
@@ -62,12 +61,7 @@ def daemon(tmp_path, ads_home):
         """The daemon and its code server (their environment names ADS_RANKING_HOME too)."""
         if proc.poll() is not None:
             return
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+        stop_process_group(proc)
 
     try:
         yield workspace, stop

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ import yaml
 
 from ads_ranking_pipelines.config.dagster_instance import GPU_POOL_TAG, instance_settings, render_yaml
 from ads_ranking_pipelines.config.pools import load_catalog
+from ads_ranking_pipelines_tests.conftest import stop_process_group
 
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent
@@ -78,12 +78,7 @@ def queue(tmp_path):
     try:
         yield env, workspace
     finally:
-        os.killpg(daemon.pid, signal.SIGTERM)
-        try:
-            daemon.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(daemon.pid, signal.SIGKILL)
-            daemon.wait(10)
+        stop_process_group(daemon)
         log.close()
 
 
