@@ -326,6 +326,10 @@ def prepare_window(spec: TrainJobSpec, feature_spec: FeatureSpec, reporter: Repo
     if rows == 0:
         raise ValueError(f"the training window {[d.isoformat() for d in spec.train_days]} has no rows")
     train_ds, valid_ds = split_validation(ds, rows, params.validation_fraction)
+    if valid_ds is not None:
+        # the split's tasks leave the block they cut on whichever node ran them: re-home it too, or
+        # a lost node takes it along and the resumed workers wait forever for its re-computation
+        valid_ds = on_driver_node(valid_ds)
     # rows arrive in time order: shuffle them once (a batch of one hour's rows would teach the
     # model, and the batch statistics of its dense normalization, that hour only); epochs
     # reshuffle locally (shuffle_buffer)

@@ -27,12 +27,6 @@ DAYS = (dt.date(2026, 2, 1), dt.date(2026, 2, 2))
 
 
 @pytest.mark.ray
-@pytest.mark.xfail(strict=False, reason=(
-    "known regression (2026-12-01, open): since this session's merges the restarted worker group "
-    "intermittently hangs after the kill (2 of the last 3 runs on a quiet machine: the group "
-    "re-initialises, then no step for 10 min; a 300 s gloo timeout did not end it). Still run, so "
-    "a pass shows; to be bisected between the range job, Ray Train's 0.25 s health check and the "
-    "parquet footer-reader change"))
 def test_killed_worker_node_is_replaced_and_training_resumes(ads_home, tmp_path):
     source = SourceConfig(uri=str(tmp_path / "events"),
                           synthetic=SyntheticSpec(rows_per_day=6000, num_users=2000, num_ads=500))
