@@ -3,11 +3,19 @@
 The evaluation job walks the chain over a run's days (day d+1 is compared with the champion
 after day d's verdict); Dagster recomputes each day's step from the metrics the job returns
 before it writes anything to the registry. Numbers in, verdicts out: no Dagster, Ray or torch.
+
+Days run out of order (a day re-run after later days, a backfill of history): a champion whose
+training window reaches the evaluated day has seen its labels, so it is not compared there; the
+day's version is compared with the newest earlier champion that did not train on the day
+(:func:`comparison_for`), and a version never replaces a champion trained on newer data
+(:func:`gate_step`): re-running the past does not roll the served model back in time.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -30,6 +38,27 @@ class GateConfig(BaseModel):
     promote: bool = Field(True, description="a version whose gates all pass becomes champion")
 
 
+class ChampionRef(BaseModel):
+    """A model version as a champion: where it is and the last day of its training window."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version: str
+    uri: str
+    trained_through: dt.date
+
+
+def comparison_for(eval_day: dt.date, champion: ChampionRef | None,
+                   earlier: Sequence[ChampionRef] = ()) -> ChampionRef | None:
+    """The model a version evaluated on ``eval_day`` is compared with: the champion, unless its
+    window reaches ``eval_day`` (it saw the day's labels); then the champion in ``earlier`` (past
+    champions) with the newest window that ends before the day; None if there is none."""
+    if champion is None or champion.trained_through < eval_day:
+        return champion
+    fair = [c for c in earlier if c.trained_through < eval_day]
+    return max(fair, key=lambda c: c.trained_through, default=None)
+
+
 @dataclasses.dataclass(frozen=True)
 class Verdict:
     check: str
@@ -48,6 +77,7 @@ class GateStep:
     verdicts: tuple[Verdict, ...]
     champion_before: str | None
     champion_after: str | None
+    held_back: str = ""            # why a version whose gates passed was not promoted
 
     @property
     def passed(self) -> bool:
@@ -60,7 +90,7 @@ class GateStep:
     def to_dict(self) -> dict[str, Any]:
         return {"day": self.day, "version": self.version, "passed": self.passed, "promotes": self.promotes,
                 "champion_before": self.champion_before, "champion_after": self.champion_after,
-                "verdicts": [dataclasses.asdict(v) for v in self.verdicts]}
+                "held_back": self.held_back, "verdicts": [dataclasses.asdict(v) for v in self.verdicts]}
 
 
 def gate_verdicts(day: str, m: dict[str, Any], gates: GateConfig) -> list[Verdict]:
@@ -78,7 +108,7 @@ def gate_verdicts(day: str, m: dict[str, Any], gates: GateConfig) -> list[Verdic
                            {"auc": auc, "champion_auc": champ, "lift": auc - champ, "margin": drop,
                             "champion_version": str(m.get("champion_version"))}))
     else:
-        out.append(Verdict(CHECK_CHAMPION, day, True, f"{day}: no comparable champion yet",
+        out.append(Verdict(CHECK_CHAMPION, day, True, f"{day}: {m.get('no_champion_reason') or 'no comparable champion yet'}",
                            {"auc": auc, "champion_version": "none"}))
     lo, hi = gates.min_calibration, gates.max_calibration
     out.append(Verdict(CHECK_CALIBRATION, day, lo <= cal <= hi,
@@ -87,9 +117,17 @@ def gate_verdicts(day: str, m: dict[str, Any], gates: GateConfig) -> list[Verdic
     return out
 
 
-def gate_step(day: str, version: str, m: dict[str, Any], gates: GateConfig, champion: str | None) -> GateStep:
-    """Day ``day`` of the chain: ``version``'s metrics ``m`` (taken beside ``champion``) decide
-    whether it becomes the champion for the days after. A failed gate changes nothing."""
+def gate_step(day: str, version: str, trained_through: dt.date, m: dict[str, Any], gates: GateConfig,
+              champion: ChampionRef | None) -> GateStep:
+    """Day ``day`` of the chain: ``version`` (trained on days up to ``trained_through``), with its
+    metrics ``m``, becomes the champion for the days after if its gates pass and its data is newer
+    than ``champion``'s. A failed gate, or a champion trained on newer data, changes nothing."""
     verdicts = tuple(gate_verdicts(day, m, gates))
-    promoted = all(v.passed for v in verdicts) and gates.promote and champion != version
-    return GateStep(day, version, verdicts, champion, version if promoted else champion)
+    passed = all(v.passed for v in verdicts)
+    held_back = ""
+    if passed and champion is not None and champion.version != version and champion.trained_through > trained_through:
+        held_back = (f"{version} (trained through {trained_through}) is not promoted: champion {champion.version} "
+                     f"was trained on newer data (through {champion.trained_through})")
+    promoted = passed and gates.promote and not held_back and (champion is None or champion.version != version)
+    before = champion.version if champion else None
+    return GateStep(day, version, verdicts, before, version if promoted else before, held_back)

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ads_ranking_pipelines.config.source import SourceConfig
 from ads_ranking_pipelines.config.training import TrainingParams
-from ads_ranking_pipelines.contracts.gates import GateConfig
+from ads_ranking_pipelines.contracts.gates import ChampionRef, GateConfig, comparison_for
 from ads_ranking_pipelines.contracts.jobs import EvalJobSpec, InferenceJobSpec, TrainJobSpec
 
 DAY_RESULT = "day_result"      # custom message kind: one finished day, {"day": ISO date, ...}
@@ -70,18 +70,24 @@ class EvalDay(BaseModel):
     model_version: str
     model_uri: str
     params: TrainingParams
-    train_days: tuple[dt.date, ...]
+    train_days: tuple[dt.date, ...] = Field(min_length=1)
+
+    def as_champion(self) -> ChampionRef:
+        return ChampionRef(version=self.model_version, uri=self.model_uri, trained_through=max(self.train_days))
 
 
 class EvalRangeSpec(BaseModel):
-    """Evaluate each day's version on its day beside the champion of that moment, walking the chain."""
+    """Evaluate each day's version on its day beside the champion of that moment, walking the chain.
+
+    ``earlier_champions`` are the past champions a day is compared with when the current one
+    trained on it (``contracts.gates.comparison_for``)."""
 
     model_config = _FROZEN
 
     source: SourceConfig
     gates: GateConfig
-    champion_version: str | None = None     # the champion before the run
-    champion_uri: str | None = None
+    champion: ChampionRef | None = None     # the champion before the run
+    earlier_champions: tuple[ChampionRef, ...] = ()
     days: tuple[EvalDay, ...] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -89,18 +95,16 @@ class EvalRangeSpec(BaseModel):
         _in_date_order([d.eval_day for d in self.days])
         return self
 
-    def uri_of(self, version: str | None) -> str | None:
-        if version is None:
-            return None
-        if version == self.champion_version:
-            return self.champion_uri
-        return next((d.model_uri for d in self.days if d.model_version == version), None)
-
-    def day_spec(self, i: int, champion: str | None) -> EvalJobSpec:
+    def comparison(self, i: int, champion: ChampionRef | None) -> ChampionRef | None:
+        """What day ``i``'s version is compared with while ``champion`` is the champion."""
         d = self.days[i]
-        champion_uri = self.uri_of(champion) if champion != d.model_version else None
+        ref = comparison_for(d.eval_day, champion, self.earlier_champions)
+        return None if ref is None or ref.version == d.model_version else ref
+
+    def day_spec(self, i: int, champion: ChampionRef | None) -> EvalJobSpec:
+        d, ref = self.days[i], self.comparison(i, champion)
         return EvalJobSpec(params=d.params, source=self.source, train_days=d.train_days, eval_day=d.eval_day,
-                           model_uri=d.model_uri, champion_uri=champion_uri)
+                           model_uri=d.model_uri, champion_uri=ref.uri if ref else None)
 
 
 class InferDay(BaseModel):

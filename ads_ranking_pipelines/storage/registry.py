@@ -73,6 +73,15 @@ class ModelRegistry:
                                     "match the sha256 in its manifest")
         return manifest
 
+    def trained_through(self, version: str) -> dt.date | None:
+        """The last day of the version's training window, from its manifest (no checksum pass);
+        None if the version or the field is missing."""
+        try:
+            days = fs.read_json(fs.join(self.version_uri(version), MANIFEST)).get("train_days") or []
+        except (ValueError, OSError):
+            return None
+        return max(dt.date.fromisoformat(d) for d in days) if days else None
+
     def _recent(self) -> str:
         return ", ".join(self.versions()[-5:]) or "none"
 
@@ -120,6 +129,17 @@ class ModelRegistry:
     def history(self) -> list[dict[str, Any]]:
         """Every promotion and rollback, oldest first: action, model_version, from_version, reason, by, at."""
         return list((self.champion() or {}).get("events", []))
+
+    def past_champions(self) -> list[str]:
+        """Every version that was champion before the current one, oldest first, each once."""
+        doc = self.champion() or {}
+        seen = [e.get("from_version") for e in doc.get("events", [])] + [e.get("model_version") for e in doc.get("events", [])]
+        seen += [p.get("model_version") for p in doc.get("previous", [])]
+        out: list[str] = []
+        for v in seen:
+            if v and v != doc.get("model_version") and v not in out:
+                out.append(v)
+        return out
 
     def promote(self, version: str, reason: str, by: str = "unknown",
                 metrics: dict[str, Any] | None = None) -> dict[str, Any]:

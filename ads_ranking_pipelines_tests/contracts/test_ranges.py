@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from ads_ranking_pipelines.config.source import SourceConfig
 from ads_ranking_pipelines.config.training import TrainingParams
-from ads_ranking_pipelines.contracts.gates import GateConfig
+from ads_ranking_pipelines.contracts.gates import ChampionRef, GateConfig
 from ads_ranking_pipelines.contracts.ranges import EvalDay, EvalRangeSpec, TrainDay, TrainRangeSpec
 
 D = [dt.date(2026, 3, 10) + dt.timedelta(days=i) for i in range(3)]
@@ -41,9 +41,22 @@ def test_days_out_of_order_or_none_are_refused():
 
 def test_eval_day_spec_compares_with_the_champion_of_that_moment():
     days = tuple(EvalDay(eval_day=d, model_version=f"v{i + 1}", model_uri=f"/m/v{i + 1}", params=TrainingParams(),
-                         train_days=(d,)) for i, d in enumerate(D))
-    spec = EvalRangeSpec(source=SOURCE, gates=GateConfig(), champion_version="v0", champion_uri="/m/v0", days=days)
-    assert spec.day_spec(0, "v0").champion_uri == "/m/v0"
-    assert spec.day_spec(1, "v1").champion_uri == "/m/v1"          # day 1's version won
+                         train_days=(d - dt.timedelta(days=1),)) for i, d in enumerate(D))
+    v0 = ChampionRef(version="v0", uri="/m/v0", trained_through=D[0] - dt.timedelta(days=2))
+    spec = EvalRangeSpec(source=SOURCE, gates=GateConfig(), champion=v0, days=days)
+    assert spec.day_spec(0, v0).champion_uri == "/m/v0"
+    assert spec.day_spec(1, days[0].as_champion()).champion_uri == "/m/v1"    # day 1's version won
     assert spec.day_spec(1, None).champion_uri is None
-    assert spec.day_spec(0, "v1").champion_uri is None              # a version is not its own champion
+    assert spec.day_spec(0, days[0].as_champion()).champion_uri is None       # a version is not its own champion
+
+
+def test_eval_day_spec_skips_a_champion_that_trained_on_the_day():
+    days = tuple(EvalDay(eval_day=d, model_version=f"v{i + 1}", model_uri=f"/m/v{i + 1}", params=TrainingParams(),
+                         train_days=(d - dt.timedelta(days=1),)) for i, d in enumerate(D))
+    newer = ChampionRef(version="v9", uri="/m/v9", trained_through=D[-1] + dt.timedelta(days=5))
+    old = ChampionRef(version="v0", uri="/m/v0", trained_through=D[0] - dt.timedelta(days=1))
+    spec = EvalRangeSpec(source=SOURCE, gates=GateConfig(), champion=newer, earlier_champions=(old,), days=days)
+    assert [spec.day_spec(i, newer).champion_uri for i in range(len(D))] == ["/m/v0"] * len(D)
+    assert EvalRangeSpec(source=SOURCE, gates=GateConfig(), champion=newer, days=days).day_spec(0, newer).champion_uri is None
+
+

@@ -85,3 +85,20 @@ def test_evaluations_are_recorded_per_day(tmp_path):
     assert reg.evaluation("v1", dt.date(2026, 1, 2))["metrics"] == {"auc": 0.7}
     assert [e["eval_day"] for e in reg.evaluations("v1")] == ["2026-01-02"]
     assert reg.evaluation("v1", dt.date(2026, 1, 3)) is None
+
+
+def test_past_champions_and_training_windows(tmp_path):
+    """Every earlier champion once, oldest first, never the current one; a window's last day."""
+    reg = ModelRegistry(StorageLayout(str(tmp_path)), "m")
+    for v in ("v1", "v2", "v3"):
+        _version(reg, v)
+    assert reg.past_champions() == []
+    reg.promote("v1", reason="a")
+    reg.promote("v2", reason="b")
+    reg.rollback(reason="c")                # v1 again
+    reg.promote("v3", reason="d")
+    assert reg.champion_version() == "v3" and reg.past_champions() == ["v1", "v2"]
+    fs.write_json(fs.join(reg.version_uri("v2"), "manifest.json"),
+                  {"model_version": "v2", "files": {}, "train_days": ["2026-03-09", "2026-03-08"]})
+    assert reg.trained_through("v2") == dt.date(2026, 3, 9)
+    assert reg.trained_through("v1") is None and reg.trained_through("gone") is None
