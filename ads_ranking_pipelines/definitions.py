@@ -13,6 +13,7 @@ import dagster as dg
 
 from ads_ranking_pipelines.config.settings import Settings
 from ads_ranking_pipelines.defs.assets import batch_scores, impressions, model_evaluation, trained_model
+from ads_ranking_pipelines.defs.champion_asset import champion_spec
 from ads_ranking_pipelines.defs.champion_jobs import promote_model, rollback_model
 from ads_ranking_pipelines.defs.gc_sensor import dagster_run_status, make_gc_sensor
 from ads_ranking_pipelines.defs.ray_resources import ray_resource
@@ -38,7 +39,7 @@ def evaluation_config_fields() -> dict[str, type]:
 def build_definitions(environ: Mapping[str, str]) -> dg.Definitions:
     settings = Settings.from_environ(environ)
     return dg.Definitions(
-        assets=[impressions, trained_model, model_evaluation, batch_scores],
+        assets=[impressions, trained_model, model_evaluation, batch_scores, champion_spec],
         jobs=[daily_retraining, promote_model, rollback_model],
         schedules=[daily_retraining_schedule],
         sensors=[make_gc_sensor(settings)],

@@ -27,8 +27,9 @@ def test_definitions_load(environ):
     checks = {k.name: graph.get_check_spec(k) for k in graph.asset_check_keys}
     assert set(checks) == {"not_worse_than_xgboost_baseline", "not_worse_than_champion", "calibrated"}
     assert all(spec.blocking for spec in checks.values())
-    for key in graph.get_all_asset_keys():                 # a backfill of any range is one run
+    for key in graph.materializable_asset_keys:            # a backfill of any range is one run
         assert graph.get(key).backfill_policy == dg.BackfillPolicy.single_run()
+    assert graph.external_asset_keys == {dg.AssetKey("model_champion")}     # the champion's history
     # scores come from the champion, not from the fresh version: not downstream of the gates
     assert {k.to_user_string() for k in graph.get(dg.AssetKey("batch_scores")).parent_keys} == {"impressions"}
     assert {"promote_model", "rollback_model"} <= {j.name for j in defs.resolve_all_job_defs()}
@@ -70,7 +71,12 @@ def test_promote_and_rollback_jobs_record_who_and_why_and_refuse_bad_input(envir
         assert not r.success and "no version '20260103-missing'" in _failure(r)
         assert reg.champion_version() == "20260102-b"
         assert run(rollback, {"reason": "bad scores"}).success
+        changes = [m.metadata for m in (r.asset_materialization for r in instance.fetch_materializations(
+            dg.AssetKey("model_champion"), limit=10, ascending=True).records)]
     assert reg.champion_version() == "20260101-a"
+    assert [(c["action"].value, c["model_version"].value, c["from_version"].value, c["reason"].value) for c in changes] == [
+        ("promote", "20260101-a", "none", "ship 20260101-a"), ("promote", "20260102-b", "20260101-a", "ship 20260102-b"),
+        ("rollback", "20260101-a", "20260102-b", "bad scores")]     # the UI's champion history
     last = reg.history()[-1]
     assert (last["action"], last["reason"]) == ("rollback", "bad scores") and last["by"].startswith("dagster run ")
     assert reg.history()[0]["by"].startswith("carol (dagster run ")

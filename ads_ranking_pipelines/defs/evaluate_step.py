@@ -19,6 +19,7 @@ from dagster._core.errors import DagsterExecutionInterruptedError
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.contracts.gates import ChampionRef, GateStep, Verdict, gate_step
 from ads_ranking_pipelines.contracts.ranges import EvalDay, EvalRangeSpec
+from ads_ranking_pipelines.defs.champion_asset import champion_changed
 from ads_ranking_pipelines.defs.config import EvaluationConfig
 from ads_ranking_pipelines.defs.preflight import check_events
 from ads_ranking_pipelines.defs.range_jobs import (
@@ -167,7 +168,8 @@ def _promote(context: dg.AssetExecutionContext, registry: ModelRegistry, step: G
                          f"with {step.champion_before or 'none'} on {step.day} and is not promoted: "
                          "evaluate the day again", allow_retries=False)
     reason = f"passed gates on {step.day}: " + "; ".join(v.text for v in step.verdicts)
-    registry.promote(step.version, reason=reason, by=f"dagster run {context.run.run_id}", metrics=numeric(m))
+    doc = registry.promote(step.version, reason=reason, by=f"dagster run {context.run.run_id}", metrics=numeric(m))
+    context.log_event(champion_changed(registry.model_name, doc, "promote"))
     context.log.info(f"promoted {step.version} to champion of {registry.model_name}")
     return True
 

@@ -44,7 +44,9 @@ def setup(tmp_path):
         fs.write_json(fs.join(registry.version_uri(v), "manifest.json"),
                       {"model_version": v, "files": {}, "train_days": [THROUGH[v].isoformat()]})
     registry.promote("v0", reason="before the run")
-    context = types.SimpleNamespace(log=Log(), run=types.SimpleNamespace(run_id="r" * 32))
+    events: list = []
+    context = types.SimpleNamespace(log=Log(), run=types.SimpleNamespace(run_id="r" * 32), log_event=events.append,
+                                    events=events)
     return registry, context, eval_spec(registry, EvaluationConfig(**GATES.model_dump()), SourceConfig(uri="/e"),
                                         _plan(registry), context.log)
 
@@ -78,6 +80,8 @@ def test_promotions_follow_the_chain_in_date_order(setup):
         ("v0", True, True, "v1"), ("v1", False, False, "v1"), ("v1", True, True, "v3")]
     assert metadata.by_day["2026-03-11"]["promoted"] is False and len(verdicts) == 9
     assert any(line.startswith("v2 stays a candidate") for line in context.log.lines)
+    assert [(e.asset_key.to_user_string(), e.metadata["model_version"].value, e.metadata["from_version"].value)
+            for e in context.events] == [("model_champion", "v1", "v0"), ("model_champion", "v3", "v1")]
 
 
 def test_only_the_finished_days_count(setup):
