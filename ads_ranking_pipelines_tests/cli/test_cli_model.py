@@ -20,7 +20,8 @@ def _version(reg: ModelRegistry, name: str, weights: bytes = b"w") -> None:
 
 
 def test_list_show_promote_rollback_history(tmp_path):
-    env = cli_env(tmp_path)
+    env = cli_env(tmp_path, DAGSTER_HOME=str(tmp_path / "dagster_home"))
+    (tmp_path / "dagster_home").mkdir()
     reg = ModelRegistry(StorageLayout(env["ADS_RANKING_HOME"]), "quest_ranker")
     _version(reg, "20260103-aaaa")
     _version(reg, "20260104-bbbb")
@@ -46,6 +47,14 @@ def test_list_show_promote_rollback_history(tmp_path):
         ("promote", "20260103-aaaa", "alice"), ("promote", "20260104-bbbb", events[1]["by"]),
         ("rollback", "20260103-aaaa", "bob")]
     assert ok_json(run_cli("model", "show", "champion", "-o", "json", env=env))["model_version"] == "20260103-aaaa"
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:      # the UI's champion history too
+        records = instance.fetch_materializations(dg.AssetKey("model_champion"), limit=10, ascending=True).records
+    assert [(r.asset_materialization.metadata["action"].value, r.asset_materialization.metadata["model_version"].value,
+             r.asset_materialization.metadata["by"].value) for r in records] == [
+        ("promote", "20260103-aaaa", "alice"), ("promote", "20260104-bbbb", events[1]["by"]),
+        ("rollback", "20260103-aaaa", "bob")]
 
 
 def test_bad_input_exits_2_and_leaves_the_champion(tmp_path):
