@@ -121,6 +121,16 @@ def _grouped_auc(gp: np.ndarray, gn: np.ndarray) -> float:
     return float((gp * (neg_below + 0.5 * gn)).sum() / (tp * tn))
 
 
+def _bootstrap_inputs(y: np.ndarray, p: np.ndarray, eps: float) -> tuple[np.ndarray, ...]:
+    """Per model, what every resample reuses: score order, tie groups, sorted labels, row loss."""
+    y_, p = _inputs(y, p)
+    order = np.argsort(p, kind="mergesort")
+    ps = p[order]
+    group = np.cumsum(np.r_[True, ps[1:] != ps[:-1]]) - 1
+    pc = np.clip(p, eps, 1.0 - eps)
+    return order, group, y_[order], -(y_ * np.log(pc) + (1.0 - y_) * np.log1p(-pc))
+
+
 def bootstrap(labels: np.ndarray, probs: dict[str, np.ndarray], *, reference: str | None = None,
               resamples: int = 200, level: float = 0.95, seed: int = 0,
               eps: float = EPS) -> dict[str, float]:
@@ -136,21 +146,14 @@ def bootstrap(labels: np.ndarray, probs: dict[str, np.ndarray], *, reference: st
     y = _labels(labels)
     rng = np.random.default_rng(seed)
     n = y.size
-    draws = [np.bincount(rng.integers(0, n, n), minlength=n).astype(np.float64) for _ in range(resamples)]
-    stats: dict[str, dict[str, np.ndarray]] = {}
-    for name, p in probs.items():
-        y_, p = _inputs(y, p)
-        order = np.argsort(p, kind="mergesort")
-        ps, ys = p[order], y_[order]
-        group = np.cumsum(np.r_[True, ps[1:] != ps[:-1]]) - 1
-        pc = np.clip(p, eps, 1.0 - eps)
-        ll = -(y_ * np.log(pc) + (1.0 - y_) * np.log1p(-pc))
-        aucs, lls = np.empty(resamples), np.empty(resamples)
-        for b, w in enumerate(draws):
+    prepared = {name: _bootstrap_inputs(y, p, eps) for name, p in probs.items()}
+    stats = {name: {"auc": np.empty(resamples), "logloss": np.empty(resamples)} for name in probs}
+    for b in range(resamples):      # one resample's row weights at a time: memory O(rows), not O(resamples x rows)
+        w = np.bincount(rng.integers(0, n, n), minlength=n).astype(np.float64)
+        for name, (order, group, ys, ll) in prepared.items():
             ws = w[order]
-            aucs[b] = _grouped_auc(np.bincount(group, ws * ys), np.bincount(group, ws * (1.0 - ys)))
-            lls[b] = float((w * ll).sum() / w.sum())
-        stats[name] = {"auc": aucs, "logloss": lls}
+            stats[name]["auc"][b] = _grouped_auc(np.bincount(group, ws * ys), np.bincount(group, ws * (1.0 - ys)))
+            stats[name]["logloss"][b] = float((w * ll).sum() / w.sum())
     lo, hi = 100 * (1 - level) / 2, 100 * (1 + level) / 2
     out: dict[str, float] = {}
     for name, s in stats.items():
