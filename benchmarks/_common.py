@@ -165,6 +165,21 @@ class QuietReporter:
 
 # ---- data ----------------------------------------------------------------------------------
 
+def pipeline_homes(ads_home: str, dagster_home: str) -> dict[str, str]:
+    """ADS_RANKING_HOME and DAGSTER_HOME for a benchmark's pipeline runs (set in this process),
+    the Dagster instance configured as ``make run``'s (shipped settings: telemetry off, run
+    monitoring, the per-pool run queue)."""
+    from ads_ranking_pipelines.config.dagster_instance import instance_settings, render_yaml
+    from ads_ranking_pipelines.config.pools import load_catalog
+
+    os.makedirs(ads_home, exist_ok=True)
+    os.makedirs(dagster_home, exist_ok=True)
+    with open(os.path.join(dagster_home, "dagster.yaml"), "w") as f:
+        f.write(render_yaml(instance_settings(load_catalog(None))))
+    os.environ.update(ADS_RANKING_HOME=ads_home, DAGSTER_HOME=dagster_home)
+    return dict(os.environ)
+
+
 def synthetic_source(root: str, days: list[dt.date], rows_per_day: int, **spec: Any):
     """A synthetic ``SourceConfig`` rooted at ``root`` with ``days`` written (idempotent)."""
     from ads_ranking_pipelines.config.source import SourceConfig, SyntheticSpec

@@ -40,7 +40,7 @@ import sys
 import time
 from typing import Any
 
-from benchmarks._common import bench_main, fast, loadavg, log
+from benchmarks._common import bench_main, fast, loadavg, log, pipeline_homes
 
 DAY = dt.date(2026, 3, 10)
 STEPS = ("impressions", "trained_model", "model_evaluation", "batch_scores")
@@ -110,11 +110,7 @@ def body(tmp: str) -> dict[str, Any]:
     from ads_ranking_pipelines.storage.layout import StorageLayout
 
     home = os.path.join(tmp, "ads_home")
-    dagster_home = os.path.join(tmp, "dagster_home")
-    os.makedirs(home, exist_ok=True)
-    os.makedirs(dagster_home, exist_ok=True)
-    os.environ["ADS_RANKING_HOME"] = home
-    os.environ["DAGSTER_HOME"] = dagster_home
+    pipeline_homes(home, os.path.join(tmp, "dagster_home"))
     params, source = _params_and_source()
 
     # the days the run will read: the window before DAY and DAY itself

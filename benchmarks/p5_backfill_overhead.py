@@ -28,7 +28,7 @@ import os
 import time
 from typing import Any
 
-from benchmarks._common import bench_main, fast, loadavg, log
+from benchmarks._common import bench_main, fast, loadavg, log, pipeline_homes
 
 FIRST = dt.date(2026, 3, 10)
 IN_JOB = {"trained_model": "wall_seconds", "model_evaluation": "eval_seconds", "batch_scores": "seconds"}
@@ -99,11 +99,7 @@ def _timed(day: dt.date, params, source, environ: dict[str, str], last: dt.date 
 
 
 def _home(tmp: str, name: str) -> dict[str, str]:
-    home, dagster_home = os.path.join(tmp, name, "ads_home"), os.path.join(tmp, name, "dagster_home")
-    os.makedirs(home, exist_ok=True)
-    os.makedirs(dagster_home, exist_ok=True)
-    os.environ.update(ADS_RANKING_HOME=home, DAGSTER_HOME=dagster_home)
-    return dict(os.environ)
+    return pipeline_homes(os.path.join(tmp, name, "ads_home"), os.path.join(tmp, name, "dagster_home"))
 
 
 def _summary(runs: list[dict[str, Any]], days: int) -> dict[str, Any]:
