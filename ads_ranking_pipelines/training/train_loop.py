@@ -27,6 +27,8 @@ Config keys (all JSON-able except the queue and the callbacks):
 ``progress_every_s`` seconds between "progress" records (default 5)
 ``steps_per_epoch``  optimizer steps per epoch (the driver knows the row count), for the linear
                      learning-rate decay over the budget (``params.final_lr_fraction``)
+``equal_shards``     true when every rank's shard has exactly ``steps_per_epoch`` batches (Ray
+                     Train's equal split): the ranks need no per-step agreement (``lockstep``)
 ``shuffle_buffer``   rows of local shuffle buffer in ``iter_batches`` (default 0: none)
 ``id_counts``        ``{sparse column: float array [table rows]}``: id counts of the training rows
                      (see ``model.IdCounts``)
@@ -49,7 +51,7 @@ import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -58,7 +60,8 @@ import torch.distributed.checkpoint as dcp
 import torch.nn.functional as F
 
 from ads_ranking_pipelines.config.training import TrainingParams
-from ads_ranking_pipelines.training.batches import Batch, make_batch
+from ads_ranking_pipelines.training.batches import Batch
+from ads_ranking_pipelines.training.lockstep import lockstep
 from ads_ranking_pipelines.training.features import FeatureSpec
 from ads_ranking_pipelines.metrics import MetricError, auc, logloss
 from ads_ranking_pipelines.training.model import build_model, feature_spec_from_dict, set_id_counts
@@ -126,6 +129,7 @@ class Worker:
     progress_every_s: float
     callbacks: Sequence[Any] = ()
     profile: StepProfile = field(default_factory=StepProfile)     # params.profile_steps
+    shard_steps: int | None = None    # batches in every rank's (equal) shard per epoch, if known
 
     @property
     def sparse_keys(self) -> list[str]:
@@ -187,27 +191,6 @@ def _all_reduce(t: torch.Tensor, op: dist.ReduceOp.RedOpType = dist.ReduceOp.SUM
 
 # ---- steps -------------------------------------------------------------------------------------
 
-def lockstep(w: Worker, batches: Iterable[Mapping[str, np.ndarray]]) -> Iterator[Batch]:
-    """This rank's batches for as long as *every* rank still has one.
-
-    Ranks may get different numbers of batches; before each step all ranks agree (all-reduce
-    MIN) whether each still has one, so no collective ever waits for a rank that ran dry.
-    """
-    it = iter(batches)
-    phase = w.profile.phase
-    while True:
-        with phase("input_wait"):
-            arrays = next(it, None)
-        with phase("batch_allreduce"):
-            have = torch.tensor([0 if arrays is None or len(arrays["label"]) == 0 else 1],
-                                dtype=torch.int32, device=w.comm_device)
-            if int(_all_reduce(have, dist.ReduceOp.MIN).item()) == 0:
-                return
-        with phase("to_tensors"):
-            batch = make_batch(arrays, w.sparse_keys, device=w.device)
-        yield batch
-
-
 def forward_backward_step(sm: ShardedModel, batch: Batch, profile: StepProfile | None = None) -> torch.Tensor:
     """Forward, loss and backward of one batch; the fused embedding rows are updated in backward."""
     phase = (profile or _NO_PROFILE).phase
@@ -239,7 +222,7 @@ def train_epoch(w: Worker, batches: Iterable[Mapping[str, np.ndarray]], epoch: i
     loss_sum = torch.zeros((), dtype=torch.float64, device=w.device)
     seen = steps = 0
     w.sm.model.train()
-    for batch in lockstep(w, batches):
+    for batch in lockstep(w, batches, w.shard_steps):
         w.call("on_step", epoch=epoch + 1, step=state.global_step)
         loss = train_step(w, batch, state.global_step)
         loss_sum += loss.double() * batch.size
@@ -369,7 +352,7 @@ def _log_epoch(w: Worker, metrics: dict[str, Any]) -> None:
 def setup_worker(params: TrainingParams, feature_spec: FeatureSpec, *, device: torch.device,
                  local_world_size: int | None, steps_per_epoch: int | None, log: Callable[[str], None],
                  progress: ProgressFn | None, progress_every_s: float, callbacks: Sequence[Any],
-                 id_counts: Mapping[str, np.ndarray] | None = None) -> Worker:
+                 id_counts: Mapping[str, np.ndarray] | None = None, shard_steps: int | None = None) -> Worker:
     """Build and shard the model and its optimizers on this rank."""
     quiet_warnings()
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -391,7 +374,7 @@ def setup_worker(params: TrainingParams, feature_spec: FeatureSpec, *, device: t
                   rank=rank, world=world, base_lrs=base_lrs,
                   total_steps=params.epochs * steps_per_epoch if steps_per_epoch else None,
                   log=log, progress=progress, progress_every_s=progress_every_s, callbacks=tuple(callbacks),
-                  profile=profile)
+                  profile=profile, shard_steps=shard_steps)
 
 
 def _resume(w: Worker, resume_dir: str | None) -> LoopState:
@@ -428,17 +411,20 @@ def run_worker(
     steps_per_epoch: int | None = None,
     id_counts: Mapping[str, np.ndarray] | None = None,
     warm_start: Mapping[str, torch.Tensor] | None = None,
+    shard_steps: int | None = None,
 ) -> WorkerSummary:
     """Train until the validation slice stops improving or the epoch budget is spent.
 
     Every rank must call this with the same params. Both learning rates decay linearly with the
     global step, from their start values to ``params.final_lr_fraction`` of them at
     ``params.epochs * steps_per_epoch`` steps (a function of the step, so a resumed run continues
-    the same schedule); without ``steps_per_epoch`` they stay constant.
+    the same schedule); without ``steps_per_epoch`` they stay constant. ``shard_steps``: every
+    rank's shard has exactly this many batches per epoch (``lockstep``: no collective per step).
     """
     w = setup_worker(params, feature_spec, device=device, local_world_size=local_world_size,
                      steps_per_epoch=steps_per_epoch, log=log, progress=progress,
-                     progress_every_s=progress_every_s, callbacks=callbacks, id_counts=id_counts)
+                     progress_every_s=progress_every_s, callbacks=callbacks, id_counts=id_counts,
+                     shard_steps=shard_steps)
     if warm_start is not None and not resume_dir:
         n = apply_warm_start(w.sm.model, warm_start)
         if w.rank == 0:
@@ -531,6 +517,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
                   progress=_QueueProgress(queue) if queue is not None and ctx.get_world_rank() == 0 else None,
                   progress_every_s=float(config.get("progress_every_s", 5.0)),
                   local_world_size=ctx.get_local_world_size(), steps_per_epoch=config.get("steps_per_epoch"),
+                  shard_steps=config.get("steps_per_epoch") if config.get("equal_shards") else None,
                   log=lambda m: print(m, flush=True), callbacks=config.get("callbacks") or (),
                   id_counts=config.get("id_counts"),
                   warm_start=_warm_start_state(config.get("warm_start")))

@@ -362,8 +362,10 @@ def _worker_config(params: TrainingParams, feature_spec: FeatureSpec, window: _W
         "feature_spec": dataclasses.asdict(feature_spec),
         "progress_queue": progress_q,
         "progress_every_s": 5.0,
-        # Ray Train splits the dataset evenly over the workers (streaming_split, equal=True)
+        # Ray Train splits the dataset evenly over the workers (streaming_split, equal=True): every
+        # rank has this many batches per epoch, so no per-step agreement is needed (lockstep)
         "steps_per_epoch": max(1, math.ceil((window.train_rows // params.num_workers) / params.batch_size)),
+        "equal_shards": True,
         "has_validation": window.valid is not None,
         "shuffle_buffer": 4 * params.batch_size,
         "id_counts": count_ids(window.train, feature_spec) if counts else None,

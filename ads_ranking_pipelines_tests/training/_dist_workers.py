@@ -224,3 +224,21 @@ def profiled_epochs(rank: int, world: int, out_dir: str, profile: bool) -> None:
     if rank == 0:
         with open(os.path.join(out_dir, f"profile_{profile}.json"), "w") as f:
             json.dump(summary.history, f, default=str)
+
+
+def equal_shards(rank: int, world: int, out_dir: str, shard_steps) -> None:
+    """Two epochs over equal shards (5 batches per rank), with the step count known or agreed per step."""
+    quiet_warnings()
+    spec = tiny_spec()
+    data = toy_arrays(64 * 5, spec, seed=70 + rank)
+
+    def batches(epoch):
+        for lo in range(0, len(data["label"]), 64):
+            yield {k: v[lo:lo + 64] for k, v in data.items()}
+
+    summary = run_worker(tiny_params(epochs=2, early_stopping_patience=0, profile_steps=True), spec,
+                         device=torch.device("cpu"), batches=batches, report=lambda m, d: None,
+                         log=lambda m: None, steps_per_epoch=5, shard_steps=shard_steps)
+    if rank == 0:
+        with open(os.path.join(out_dir, f"equal_{shard_steps}.json"), "w") as f:
+            json.dump(summary.history, f, default=str)

@@ -154,3 +154,15 @@ def test_profile_steps_records_where_each_epoch_went_and_the_threads_of_every_ra
     assert history[0]["steps"] == history[1]["steps"] == 5
     off = json.load(open(tmp_path / "profile_False.json"))
     assert not any(k.startswith("profile_") for h in off for k in h)
+
+
+def test_equal_shards_train_the_same_without_a_collective_per_step(tmp_path):
+    """Ray Train's equal shards: with the step count known, the ranks take the same steps and reach
+    the same losses as when they agree before every step, and spend nothing agreeing."""
+    for shard_steps in (5, None):
+        run_on_gloo_group(_dist_workers.equal_shards, str(tmp_path), shard_steps)
+    known, agreed = (json.load(open(tmp_path / f"equal_{s}.json")) for s in (5, None))
+    assert [h["steps"] for h in known] == [h["steps"] for h in agreed] == [5, 5]
+    assert [round(h["loss"], 6) for h in known] == [round(h["loss"], 6) for h in agreed]
+    assert all(h["profile_batch_allreduce_s"] == 0.0 for h in known)
+    assert all(h["profile_batch_allreduce_s"] > 0.0 for h in agreed)
