@@ -1,8 +1,10 @@
 """The Dagster instance settings this project ships (``dagster.yaml``), generated from the pool catalog.
 
-* a run queue (``QueuedRunCoordinator``): at most ``max_concurrent_runs`` runs overall and, per
-  GPU pool, the pool's ``max_concurrent_runs`` runs tagged ``ads-ranking/gpu-pool: <pool>``
-  (a second run on a pool at its limit waits; a run on another pool starts at once);
+* a run queue (``QueuedRunCoordinator``, as ``defs.run_coordinator.PoolTaggingRunCoordinator``,
+  which first tags an untagged training run, e.g. a backfill from the UI's asset graph, with
+  the pool its config implies): at most ``max_concurrent_runs`` runs overall and, per GPU pool,
+  the pool's ``max_concurrent_runs`` runs tagged ``ads-ranking/gpu-pool: <pool>`` (a second
+  run on a pool at its limit waits; a run on another pool starts at once);
 * run monitoring on: a run whose process died (killed, out of memory) is marked failed and
   frees its queue slot instead of staying STARTED;
 * telemetry off.
@@ -27,9 +29,9 @@ def instance_settings(catalog: PoolCatalog, max_concurrent_runs: int = 10,
     limits = [{"key": GPU_POOL_TAG, "value": pool.name, "limit": pool.max_concurrent_runs}
               for pool in sorted(catalog, key=lambda p: p.name)]
     return {
-        "run_coordinator": {
-            "module": "dagster.core.run_coordinator",
-            "class": "QueuedRunCoordinator",
+        "run_coordinator": {       # Dagster's QueuedRunCoordinator + pool tags on untagged training runs
+            "module": "ads_ranking_pipelines.defs.run_coordinator",
+            "class": "PoolTaggingRunCoordinator",
             "config": {"max_concurrent_runs": max_concurrent_runs, "tag_concurrency_limits": limits,
                        "dequeue_interval_seconds": 2},
         },
