@@ -22,6 +22,12 @@ from ads_ranking_pipelines.training.train_loop import (
 from ._toy import tiny_params, tiny_spec, toy_arrays
 
 
+def _batches_of(data: dict, size: int = 64):
+    """``data`` (arrays of one length) in consecutive batches of ``size`` rows."""
+    for lo in range(0, len(data["label"]), size):
+        yield {k: v[lo:lo + size] for k, v in data.items()}
+
+
 def _local_tensors(state: dict) -> dict[str, torch.Tensor]:
     out = {}
     for k, v in state.items():
@@ -133,8 +139,7 @@ def run_worker_then_resume(rank: int, world: int, out_dir: str) -> None:
     data = toy_arrays(64 * n_batches, spec, seed=20 + rank)
 
     def batches(epoch):
-        for lo in range(0, len(data["label"]), 64):
-            yield {k: v[lo:lo + 64] for k, v in data.items()}
+        return _batches_of(data)
 
     reports = []
 
@@ -183,8 +188,7 @@ def early_stopping(rank: int, world: int, out_dir: str, patience: int) -> None:
     valid["label"] = (rng.random(len(valid["label"])) < 0.5).astype(np.float32)
 
     def batches(epoch):
-        for lo in range(0, len(data["label"]), 64):
-            yield {k: v[lo:lo + 64] for k, v in data.items()}
+        return _batches_of(data)
 
     def valid_batches():
         yield valid
@@ -212,8 +216,7 @@ def profiled_epochs(rank: int, world: int, out_dir: str, profile: bool) -> None:
     data = toy_arrays(64 * 5, spec, seed=50 + rank)
 
     def batches(epoch):
-        for lo in range(0, len(data["label"]), 64):
-            yield {k: v[lo:lo + 64] for k, v in data.items()}
+        return _batches_of(data)
 
     def valid_batches():
         yield toy_arrays(64, spec, seed=60 + rank)
@@ -233,8 +236,7 @@ def equal_shards(rank: int, world: int, out_dir: str, shard_steps) -> None:
     data = toy_arrays(64 * 5, spec, seed=70 + rank)
 
     def batches(epoch):
-        for lo in range(0, len(data["label"]), 64):
-            yield {k: v[lo:lo + 64] for k, v in data.items()}
+        return _batches_of(data)
 
     summary = run_worker(tiny_params(epochs=2, early_stopping_patience=0, profile_steps=True), spec,
                          device=torch.device("cpu"), batches=batches, report=lambda m, d: None,
