@@ -4,6 +4,7 @@ session created is deleted."""
 from __future__ import annotations
 
 import _thread
+import signal
 import threading
 import time
 
@@ -52,9 +53,12 @@ def test_interrupt_from_another_thread(fake_apiserver: FakeKubeApiServer) -> Non
     fake_apiserver.scenario = Scenario(outcome="hang")
     backend = make_backend(fake_apiserver)
     created = threading.Event()
+    # interrupt_main() does nothing unless Python handles SIGINT: never depend on what an
+    # earlier test in this process left installed
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def interrupter() -> None:
-        fake_apiserver.wait_for(lambda: bool(fake_apiserver.created), timeout_s=5)
+        fake_apiserver.wait_for(lambda: bool(fake_apiserver.created), timeout_s=120)
         time.sleep(0.1)
         created.set()
         _thread.interrupt_main()  # what SIGINT/SIGTERM handlers do to the main thread
@@ -67,6 +71,7 @@ def test_interrupt_from_another_thread(fake_apiserver: FakeKubeApiServer) -> Non
                 session.submit(JOB)
     finally:
         t.join()
+        signal.signal(signal.SIGINT, previous)
     assert created.is_set()
     assert_nothing_left(fake_apiserver)
 

@@ -69,7 +69,7 @@ def test_daily_job_on_kuberay_against_the_fake(fake_apiserver: FakeKubeApiServer
     done = {(m.asset_key.to_user_string(), m.partition) for m in
             (e.event_specific_data.materialization for e in result.get_asset_materialization_events())}
     assert done == {(a, str(d)) for a in ("impressions", "trained_model", "model_evaluation", "batch_scores")
-                    for d in DAYS}
+                    for d in DAYS} | {("model_champion", None)}         # day 1 promoted: the champion's history
     # one RayJob per Ray step for both days, each with the run's labels, the shared volume and our image
     rayjobs = [key for key in fake_apiserver.created if key[0] == RAYJOBS]
     assert len(rayjobs) == 3
