@@ -128,17 +128,17 @@ def test_supervisor_runs_jupyter_only_while_the_token_file_exists(tmp_path) -> N
     (bin_dir / "jupyter").write_text(
         "#!/bin/bash\n"
         f'echo "start file=$JUPYTER_TOKEN_FILE ray=$RAY_ADDRESS env_token=${{JUPYTER_TOKEN:-none}}" >> {seen}\n'
-        "exec sleep 60\n")
+        "exec sleep 3601\n")
     (bin_dir / "jupyter").chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
-           "KUBERAY_GEN_RAY_START_CMD": "sleep 60"}
+           "KUBERAY_GEN_RAY_START_CMD": "sleep 3600"}     # the stand-in Ray outlives the test
     proc = subprocess.Popen(["bash", "-c", jupyter_command(token_file=str(token_file), poll_s=0.1)],
                             env=env, start_new_session=True)
 
     def jupyters() -> int:
-        out = subprocess.run(["pgrep", "-g", str(proc.pid), "-f", "sleep 60"], capture_output=True,
+        out = subprocess.run(["pgrep", "-g", str(proc.pid), "-f", "sleep 3601"], capture_output=True,
                              text=True).stdout.split()
-        return len(out) - 1  # minus the stand-in Ray
+        return len(out)       # the stand-in Jupyter's own marker: never the stand-in Ray
 
     def wait(predicate) -> None:
         deadline = time.monotonic() + 60     # a hang guard; a 0.1 s poll is all it waits for
