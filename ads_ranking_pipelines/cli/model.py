@@ -102,7 +102,7 @@ def promote(version: str = typer.Argument(...), reason: str = typer.Option(..., 
     if not reason.strip():
         fail("invalid --reason='': say why (it is recorded in the champion history)", EXIT_INVALID)
     doc = _guard(_registry(model_name).promote, version, reason=reason, by=by or getpass.getuser())
-    _changed(doc, output, "promote")
+    _changed(doc, output)
 
 
 @app.command("rollback")
@@ -111,7 +111,7 @@ def rollback(reason: str = typer.Option("", "--reason", help="Why (recorded)."),
              model_name: str = _MODEL, output: render.TableOutput = _OUTPUT) -> None:
     """Make the previous champion current again."""
     doc = _guard(_registry(model_name).rollback, reason=reason, by=by or getpass.getuser())
-    _changed(doc, output, "rollback")
+    _changed(doc, output)
 
 
 @app.command("history")
@@ -125,9 +125,9 @@ def history(model_name: str = _MODEL, output: render.TableOutput = _OUTPUT) -> N
         [e["at"], e["action"], e["model_version"], e.get("from_version") or "-", e["by"], e["reason"]] for e in events]))
 
 
-def _changed(doc: dict[str, Any], output: render.TableOutput, action: str) -> None:
+def _changed(doc: dict[str, Any], output: render.TableOutput) -> None:
     event = doc["events"][-1]
-    _report_to_dagster(doc, action)
+    _report_to_dagster(doc)
     if output is render.TableOutput.json:
         render.echo(render.dump(event, "json"))
         return
@@ -135,7 +135,7 @@ def _changed(doc: dict[str, Any], output: render.TableOutput, action: str) -> No
                 f"({event['action']} by {event['by']}: {event['reason']})")
 
 
-def _report_to_dagster(doc: dict[str, Any], action: str) -> None:
+def _report_to_dagster(doc: dict[str, Any]) -> None:
     """The change also lands in the Dagster instance (DAGSTER_HOME, when set) as a materialization
     of ``model_champion``, so the UI's champion history includes changes made here."""
     if not os.environ.get("DAGSTER_HOME"):
@@ -145,4 +145,4 @@ def _report_to_dagster(doc: dict[str, Any], action: str) -> None:
     from ads_ranking_pipelines.definitions import champion_changed
 
     with dg.DagsterInstance.get() as instance:
-        instance.report_runless_asset_event(champion_changed(doc["model_name"], doc, action))
+        instance.report_runless_asset_event(champion_changed(doc))

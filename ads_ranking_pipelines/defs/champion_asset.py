@@ -20,12 +20,14 @@ champion_spec = dg.AssetSpec(
                 "version it replaced, reason, who. The registry (`ads-ranking model list`) is the source of truth.")
 
 
-def champion_changed(model_name: str, doc: dict[str, Any], action: str) -> dg.AssetMaterialization:
-    """The materialization that records ``doc`` (the registry's new champion document)."""
+def champion_changed(doc: dict[str, Any]) -> dg.AssetMaterialization:
+    """The materialization that records ``doc`` (the registry's new champion document; its last
+    event says what changed)."""
     events = doc.get("events") or [{}]
+    action = events[-1].get("action", "promote")
     metrics = {k: float(v) for k, v in (doc.get("metrics") or {}).items()
                if k in ("auc", "logloss", "calibration", "baseline_auc", "champion_auc") and isinstance(v, (int, float))}
     return dg.AssetMaterialization(CHAMPION_KEY, description=f"{action}: {doc['model_version']}", metadata={
-        "model_name": model_name, "action": action, "model_version": doc["model_version"],
+        "model_name": doc["model_name"], "action": action, "model_version": doc["model_version"],
         "from_version": events[-1].get("from_version") or "none", "reason": doc.get("reason", ""),
         "by": doc.get("by", ""), "at": doc.get("at", ""), **metrics})

@@ -28,14 +28,14 @@ def _who(context: dg.OpExecutionContext) -> str:
     return f"{user} (dagster run {context.run.run_id})" if user else f"dagster run {context.run.run_id}"
 
 
-def _apply(context: dg.OpExecutionContext, registry: ModelRegistry, change, action: str) -> dict:
+def _apply(context: dg.OpExecutionContext, registry: ModelRegistry, change) -> dict:
     before = registry.champion_version()
     try:
         doc = change()
     except RegistryError as exc:
         raise dg.Failure(description=str(exc), allow_retries=False) from None
     context.log.info(f"{registry.model_name} champion: {before or 'none'} -> {doc['model_version']} ({doc['reason']})")
-    context.log_event(champion_changed(registry.model_name, doc, action))
+    context.log_event(champion_changed(doc))
     context.add_output_metadata({"from_version": before or "none", "champion": doc["model_version"],
                                  "reason": doc["reason"], "by": doc["by"]})
     return doc
@@ -44,13 +44,13 @@ def _apply(context: dg.OpExecutionContext, registry: ModelRegistry, change, acti
 @dg.op(description="Make a version the champion (refuses unknown, half-written or corrupt versions).")
 def promote_version(context: dg.OpExecutionContext, config: PromoteConfig, storage: StorageResource) -> dict:
     registry = ModelRegistry(storage.layout(), config.model_name)
-    return _apply(context, registry, lambda: registry.promote(config.version, reason=config.reason, by=_who(context)), "promote")
+    return _apply(context, registry, lambda: registry.promote(config.version, reason=config.reason, by=_who(context)))
 
 
 @dg.op(description="Make the previous champion current again.")
 def rollback_champion(context: dg.OpExecutionContext, config: RollbackConfig, storage: StorageResource) -> dict:
     registry = ModelRegistry(storage.layout(), config.model_name)
-    return _apply(context, registry, lambda: registry.rollback(reason=config.reason, by=_who(context)), "rollback")
+    return _apply(context, registry, lambda: registry.rollback(reason=config.reason, by=_who(context)))
 
 
 @dg.job(description="Promote a model version to champion, with a reason (recorded with who and when).",

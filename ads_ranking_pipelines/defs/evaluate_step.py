@@ -169,7 +169,7 @@ def _promote(context: dg.AssetExecutionContext, registry: ModelRegistry, step: G
                          "evaluate the day again", allow_retries=False)
     reason = f"passed gates on {step.day}: " + "; ".join(v.text for v in step.verdicts)
     doc = registry.promote(step.version, reason=reason, by=f"dagster run {context.run.run_id}", metrics=numeric(m))
-    context.log_event(champion_changed(registry.model_name, doc, "promote"))
+    context.log_event(champion_changed(doc))
     context.log.info(f"promoted {step.version} to champion of {registry.model_name}")
     return True
 
