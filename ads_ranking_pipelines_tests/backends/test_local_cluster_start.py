@@ -89,3 +89,42 @@ def test_a_worker_node_that_dies_twice_fails_the_start_with_its_log(tmp_path) ->
     assert "came up within" not in message  # failed on the death, not after the timeout
     assert LocalRayCluster.find("restart", tmp_path / "clusters") is None
     assert wait_no_processes(killer.temp_dirs[-1]) == []
+
+
+@pytest.mark.ray
+def test_worker_nodes_start_together_without_taking_each_others_sockets(tmp_path, caplog) -> None:
+    """Worker nodes start while the head registers, a wave at a time; each waits only for the
+    one before to bind its raylet socket (they share the head's session directory, where Ray
+    names a new node's sockets "the first free name" without creating the file: two nodes started
+    at once took the same socket and one never registered). No node is started twice."""
+    caplog.set_level("WARNING", logger="ads_ranking_pipelines.backends.local_cluster")
+    cluster = LocalRayCluster.start(ClusterRequest(name="wave", workers=3), tmp_path / "clusters",
+                                    start_timeout_s=60, attempts=1)
+    try:
+        assert cluster.alive_nodes() == 4
+        assert len(cluster.live_worker_pids()) == 3
+        sockets = sorted(p.name for p in (Path(cluster.state.temp_dir) / "session_latest" / "sockets").iterdir()
+                         if p.name.startswith("raylet"))
+        assert len(sockets) == 4, sockets
+        assert not [r.getMessage() for r in caplog.records if "again" in r.getMessage()]
+    finally:
+        cluster.stop()
+    assert wait_no_processes(cluster.state.temp_dir) == []
+
+
+@pytest.mark.ray
+def test_a_worker_node_that_dies_in_a_wave_is_started_again(tmp_path) -> None:
+    killer = NodeKiller(LocalRayCluster.state_file(tmp_path / "clusters", "restart"), ["worker"])
+    killer.start()
+    try:
+        cluster = LocalRayCluster.start(ClusterRequest(name="restart", workers=2), tmp_path / "clusters",
+                                        start_timeout_s=60)
+    finally:
+        killer.done.set()
+    try:
+        ((_, dead),) = killer.killed
+        assert dead not in cluster.state.worker_pids and len(cluster.live_worker_pids()) == 2
+        assert cluster.alive_nodes() == 3
+    finally:
+        cluster.stop()
+    assert wait_no_processes(cluster.state.temp_dir) == []
