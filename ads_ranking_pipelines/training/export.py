@@ -26,7 +26,6 @@ from torch import nn
 
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.storage import fs
-from ads_ranking_pipelines.training.batches import sparse_to_kjt
 from ads_ranking_pipelines.training.features import FeatureSpec, transform
 from ads_ranking_pipelines.training.model import build_model, feature_spec_from_dict
 
@@ -137,11 +136,10 @@ class Predictor:
         if k and n and (sparse.min() < 0 or (sparse.max(axis=0) >= sizes).any()):
             raise ValueError(f"sparse ids must lie in [0, table size) per column; sizes {sizes.tolist()}")
         out = np.empty(n, dtype=np.float32)
-        keys = list(self.feature_spec.sparse_columns)
         for lo in range(0, n, self.batch_size):
             hi = min(n, lo + self.batch_size)
             d = torch.from_numpy(np.ascontiguousarray(dense[lo:hi]))
-            s = sparse_to_kjt(torch.from_numpy(np.ascontiguousarray(sparse[lo:hi])), keys) if k else None
+            s = torch.from_numpy(np.ascontiguousarray(sparse[lo:hi])) if k else None
             out[lo:hi] = torch.sigmoid(self.model(d, s)).numpy()
         return out
 
@@ -176,7 +174,8 @@ def load_predictor(uri: str, batch_size: int = 65536, verify: bool = True) -> Pr
     params = params.model_copy(update={k: v for k, v in old_fields.items() if k not in description["params"]})
     feature_spec = feature_spec_from_dict(description["feature_spec"])
     # Built on meta and then given the loaded tensors: no throwaway random init of the tables.
-    model = build_model(params, feature_spec, device=torch.device("meta"))
+    # Plain tables (the same state dict): scoring on CPU needs no torchrec.
+    model = build_model(params, feature_spec, device=torch.device("meta"), plain_tables=True)
     state = torch.load(io.BytesIO(weights), map_location="cpu", weights_only=True)
     model.load_state_dict(state, strict=True, assign=True)
     return Predictor(model, params, feature_spec, manifest=manifest, batch_size=batch_size)

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from ads_ranking_pipelines.storage import fs
 from ads_ranking_pipelines.training.data_stats import stage_seconds
-from ads_ranking_pipelines.training.export import Predictor, load_predictor
 from ads_ranking_pipelines.training.parquet_io import footer_readers
 from ads_ranking_pipelines.training.reporting import Reporter
 from ads_ranking_pipelines.contracts.jobs import InferenceJobSpec
+
+if TYPE_CHECKING:
+    from ads_ranking_pipelines.training.export import Predictor
 
 SCORE_COLUMN = "score"
 SUCCESS_MARKER = "_SUCCESS"
@@ -22,7 +24,10 @@ SUCCESS_MARKER = "_SUCCESS"
 
 @functools.lru_cache(maxsize=4)
 def _predictor(uri: str) -> Predictor:
-    """One predictor per worker process and version, loaded on first use."""
+    """One predictor per worker process and version, loaded on first use (torch is imported
+    here, in the scoring workers: the job's driver only plans the dataset)."""
+    from ads_ranking_pipelines.training.export import load_predictor
+
     return load_predictor(uri)
 
 

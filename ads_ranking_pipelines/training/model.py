@@ -23,6 +23,11 @@
   embeddings, added to the logit — logistic regression on the same features, as in Wide & Deep:
   the additive per-id effects that dominate click models are learned directly.
 
+For serving (``build_model(..., plain_tables=True)``, what ``export.load_predictor`` builds),
+the tables are plain ``nn.Embedding`` rows under the same parameter names and the sparse input
+is the ids themselves, int64 ``[B, F]``: a saved version loads into either build, and scoring
+needs no torchrec (~2 s of import in every fresh Ray worker and job driver here).
+
 Everything can be built on ``torch.device("meta")`` (no memory, no init) so that
 ``DistributedModelParallel`` allocates and initialises only the shards a rank owns. Nothing in
 this module knows about sharding or process groups.
@@ -30,19 +35,23 @@ this module knows about sharding or process groups.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, Union
 
 import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
-from torchrec.modules.embedding_configs import EmbeddingBagConfig, PoolingType
-from torchrec.modules.embedding_modules import EmbeddingBagCollection
-from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.training.features import FeatureSpec
+
+if TYPE_CHECKING:
+    from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+
+# The sparse input: a KeyedJaggedTensor (training, sharded tables) or, for models built with
+# plain tables (serving), the ids themselves, int64 [B, F] (column j = sparse feature j).
+Sparse = Union["KeyedJaggedTensor", torch.Tensor]
 
 TABLE_PREFIX = "t_"
 
@@ -198,19 +207,43 @@ class IdCounts(nn.Module):
                 getattr(self, f"counts_{f}").zero_()
             self.has_counts.zero_()
 
-    def forward(self, sparse: KeyedJaggedTensor) -> tuple[KeyedJaggedTensor, torch.Tensor | None]:
-        by_key = sparse.to_dict()
+    def forward(self, sparse: Sparse) -> tuple[Sparse, torch.Tensor | None]:
+        """The ids with rare ones sent to row 0, and log1p(count) per feature (or None)."""
+        plain = isinstance(sparse, torch.Tensor)
+        by_key = None if plain else sparse.to_dict()
         values, feats = [], []
         floor = self.min_count * self.has_counts          # 0 (nothing is rare) until counts are set
-        for f in self.features:
-            ids = by_key[f].values()
+        for j, f in enumerate(self.features):
+            ids = sparse[:, j] if plain else by_key[f].values()
             counts = getattr(self, f"counts_{f}")[ids]
             values.append(torch.where(counts < floor, torch.zeros_like(ids), ids)
                           if self.min_count > 1 else ids)
             feats.append(torch.log1p(counts))
+        count_dense = torch.stack(feats, dim=1) if self.count_features and feats else None
+        if plain:
+            return torch.stack(values, dim=1), count_dense
+        from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+
         remapped = KeyedJaggedTensor(keys=list(self.features), values=torch.cat(values),
                                      lengths=sparse.lengths())
-        return remapped, (torch.stack(feats, dim=1) if self.count_features and feats else None)
+        return remapped, count_dense
+
+
+class PlainTables(nn.Module):
+    """The embedding tables as plain ``nn.Embedding`` rows, for serving on one CPU process: the
+    same parameter names as the ``EmbeddingBagCollection`` (``embedding_bags.t_<feature>.weight``),
+    so a saved version loads into either, and no torchrec import (~2 s per fresh process here).
+    With one id per row and feature, a SUM-pooled bag is that id's row."""
+
+    def __init__(self, features: Sequence[str], table_sizes: dict[str, int], dims: dict[str, int],
+                 device: torch.device | None) -> None:
+        super().__init__()
+        self.features = tuple(features)
+        self.embedding_bags = nn.ModuleDict({
+            table_name(f): nn.Embedding(int(table_sizes[f]), dims[f], device=device) for f in self.features})
+
+    def forward(self, ids: torch.Tensor) -> list[torch.Tensor]:
+        return [self.embedding_bags[table_name(f)](ids[:, j]) for j, f in enumerate(self.features)]
 
 
 class DLRM(nn.Module):
@@ -220,7 +253,8 @@ class DLRM(nn.Module):
                  embedding_dim: int, dense_arch: Sequence[int], over_arch: Sequence[int],
                  dense_normalization: bool = False, embedding_dims: dict[str, int] | None = None,
                  concat_embeddings: bool = False, wide: bool = False, min_id_count: int = 1,
-                 count_features: bool = False, device: torch.device | None = None) -> None:
+                 count_features: bool = False, plain_tables: bool = False,
+                 device: torch.device | None = None) -> None:
         super().__init__()
         if num_dense <= 0 and not sparse_features:
             raise ValueError("the model needs at least one dense or one sparse feature")
@@ -232,7 +266,7 @@ class DLRM(nn.Module):
         self.embedding_dim = int(embedding_dim)
         self.dims = {f: int((embedding_dims or {}).get(f, embedding_dim)) for f in self.sparse_features}
         self.concat_embeddings = bool(concat_embeddings)
-        self.ebc = self._tables(table_sizes, device)
+        self.ebc = self._tables(table_sizes, device, plain_tables)
         self.id_counts = (IdCounts(self.sparse_features, table_sizes, min_id_count, count_features, device)
                           if self.sparse_features and (min_id_count > 1 or count_features) else None)
         if self.id_counts is not None and self.id_counts.count_features:
@@ -258,9 +292,15 @@ class DLRM(nn.Module):
         self.wide = (nn.Linear(self.num_dense + sum(self.dims.values()), 1, bias=False, device=device)
                      if wide else None)
 
-    def _tables(self, table_sizes: dict[str, int], device: torch.device | None) -> EmbeddingBagCollection | None:
+    def _tables(self, table_sizes: dict[str, int], device: torch.device | None,
+                plain: bool) -> nn.Module | None:
         if not self.sparse_features:
             return None
+        if plain:
+            return PlainTables(self.sparse_features, table_sizes, self.dims, device)
+        from torchrec.modules.embedding_configs import EmbeddingBagConfig, PoolingType
+        from torchrec.modules.embedding_modules import EmbeddingBagCollection
+
         tables = [
             EmbeddingBagConfig(name=table_name(f), feature_names=[f], num_embeddings=int(table_sizes[f]),
                                embedding_dim=self.dims[f], pooling=PoolingType.SUM)
@@ -268,13 +308,19 @@ class DLRM(nn.Module):
         ]
         return EmbeddingBagCollection(tables=tables, device=device)
 
-    def sparse_embeddings(self, sparse: KeyedJaggedTensor) -> list[torch.Tensor]:
+    def sparse_embeddings(self, sparse: Sparse) -> list[torch.Tensor]:
         """Pooled embeddings, one ``[B, d_f]`` per sparse feature in ``sparse_features`` order."""
         assert self.ebc is not None
+        if isinstance(self.ebc, PlainTables):
+            if not isinstance(sparse, torch.Tensor):
+                raise TypeError("a model with plain tables takes the sparse ids as an int64 [B, F] tensor")
+            return self.ebc(sparse)
         by_key = self.ebc(sparse).to_dict()
         return [by_key[f] for f in self.sparse_features]
 
-    def forward(self, dense: torch.Tensor, sparse: KeyedJaggedTensor | None) -> torch.Tensor:
+    def forward(self, dense: torch.Tensor, sparse: Sparse | None) -> torch.Tensor:
+        if isinstance(sparse, torch.Tensor) and (sparse.dim() != 2 or sparse.shape[1] != len(self.sparse_features)):
+            raise ValueError(f"sparse ids must be [batch, {len(self.sparse_features)}], got {tuple(sparse.shape)}")
         if self.id_counts is not None and sparse is not None:
             sparse, count_dense = self.id_counts(sparse)
             if count_dense is not None:
@@ -283,7 +329,8 @@ class DLRM(nn.Module):
             dense = self.dense_norm(dense)
         dense_vec = self.bottom(dense) if self.bottom is not None else None
         if self.ebc is not None and sparse is None:
-            raise ValueError("this model has sparse features; pass a KeyedJaggedTensor")
+            raise ValueError("this model has sparse features; pass them (a KeyedJaggedTensor or, "
+                             "with plain tables, int64 ids [B, F])")
         embs = self.sparse_embeddings(sparse) if self.ebc is not None else []
         vecs = [self.proj[f](e) if f in self.proj else e for f, e in zip(self.sparse_features, embs)]
         x = self.interaction(dense_vec, torch.stack(vecs, dim=1) if vecs else None)
@@ -297,8 +344,9 @@ class DLRM(nn.Module):
 
 
 def build_model(params: TrainingParams, feature_spec: FeatureSpec,
-                device: torch.device | str | None = None) -> DLRM:
-    """The model for ``params`` and ``feature_spec`` on ``device`` (``meta`` for sharding)."""
+                device: torch.device | str | None = None, *, plain_tables: bool = False) -> DLRM:
+    """The model for ``params`` and ``feature_spec`` on ``device`` (``meta`` for sharding);
+    ``plain_tables``: for serving (:class:`PlainTables`, the same state dict)."""
     device = torch.device(device) if device is not None else torch.device("cpu")
     torch.manual_seed(params.seed)
     return DLRM(
@@ -314,6 +362,7 @@ def build_model(params: TrainingParams, feature_spec: FeatureSpec,
         wide=params.wide,
         min_id_count=params.min_id_count,
         count_features=params.count_features,
+        plain_tables=plain_tables,
         device=device,
     )
 

@@ -15,3 +15,36 @@ def test_training_code_imports_no_dagster_and_no_orchestration_layers():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", code + "\nimport sys, json\nprint(json.dumps(sorted(sys.modules)))"],
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return set(__import__("json").loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_scoring_a_saved_version_imports_no_torchrec(tmp_path):
+    """Batch inference and evaluation load versions in fresh Ray workers and job drivers:
+    torchrec costs ~2 s of import per process here and scoring on CPU does not need it."""
+    from ads_ranking_pipelines.training.export import save_model_version
+    from ads_ranking_pipelines.training.model import build_model
+
+    from ._toy import tiny_params, tiny_spec
+
+    params, spec = tiny_params(), tiny_spec()
+    save_model_version(str(tmp_path / "v"), build_model(params, spec), params, spec)
+    modules = _modules_after(
+        "import numpy as np\n"
+        "from ads_ranking_pipelines.training.export import load_predictor\n"
+        f"p = load_predictor({str(tmp_path / 'v')!r})\n"
+        "s = p.predict(np.zeros((5, 3), np.float32), np.ones((5, 4), np.int64))\n"
+        "assert s.shape == (5,)\n")
+    assert "torch" in modules and not {m for m in modules if m.split(".")[0] in ("torchrec", "fbgemm_gpu")}
+
+
+def test_the_inference_job_driver_imports_no_torch():
+    """The inference job's driver only plans the Ray Data pipeline; its map tasks load torch."""
+    modules = _modules_after("import ads_ranking_pipelines.ray_jobs.infer\n"
+                             "from ads_ranking_pipelines.training.inference import score_day, score_batch\n")
+    assert not {m for m in modules if m.split(".")[0] in ("torch", "torchrec")}

@@ -189,3 +189,38 @@ def test_dense_normalization_is_part_of_the_model_state_and_can_be_turned_off():
     meta.dense_norm.reset_parameters()
     # (the dense inputs plus one log-count per sparse feature)
     assert meta.dense_norm.running_var.tolist() == [1.0] * (spec.num_dense + len(spec.sparse_columns))
+
+
+def test_plain_tables_serve_the_same_logits_as_the_torchrec_tables():
+    """The serving build (``plain_tables``: nn.Embedding rows, no torchrec) takes the training
+    model's state dict as it is and gives the same logits, rare-id remapping and count features
+    included."""
+    from ads_ranking_pipelines.training.model import PlainTables, set_id_counts
+
+    params, spec = tiny_params(min_id_count=3, count_features=True), tiny_spec()
+    trained = build_model(params, spec)
+    rng = np.random.default_rng(0)
+    counts = {f: rng.integers(0, 6, size=spec.table_sizes[f]).astype(np.float32) for f in spec.sparse_columns}
+    assert set_id_counts(trained, counts) == len(spec.sparse_columns)
+    with torch.no_grad():
+        for p in trained.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    trained.eval()
+
+    serving = build_model(params, spec, device="meta", plain_tables=True)
+    assert isinstance(serving.ebc, PlainTables)
+    assert set(serving.state_dict()) == set(trained.state_dict())
+    serving.load_state_dict(trained.state_dict(), strict=True, assign=True)
+    serving.eval()
+
+    data = toy_arrays(500, spec, seed=4)
+    assert (np.stack([counts[f][data["sparse"][:, j]] for j, f in enumerate(spec.sparse_columns)], 1) < 3).any()
+    with torch.no_grad():
+        b = make_batch(data, spec.sparse_columns)
+        want = trained(b.dense, b.sparse)
+        got = serving(b.dense, torch.from_numpy(data["sparse"]))
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(TypeError, match=r"int64 \[B, F\]"):
+        serving(b.dense, b.sparse)
+    with pytest.raises(ValueError, match=r"\[batch, 4\]"):
+        serving(b.dense, torch.from_numpy(data["sparse"][:, :2]))
