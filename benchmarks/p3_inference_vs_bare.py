@@ -5,15 +5,17 @@ model version written by ``export.save_model_version`` from an untrained ``build
 the default ``TrainingParams`` (9 tables x 100k x 16; the weights do not change the cost).
 
 ours  ``training.inference.score_day`` with an ``InferenceJobSpec`` (id column impression_id, as
-      the pipeline does for synthetic sources) on an in-process local Ray with 2 CPUs: Ray Data
-      ``read_parquet`` -> ``map_batches(score_batch, batch 8192, num_cpus=1, concurrency=2)`` ->
-      ``write_parquet``. Figure: score_day's own ``seconds`` (read + transform + score + write,
+      the pipeline does for synthetic sources) on an in-process local Ray with 2 CPUs: the day's
+      file cut into pieces of whole row groups (footers read in the driver), Ray Data
+      ``from_items(pieces)`` -> ``map_batches(score_chunks, num_cpus=1, concurrency=2)`` (each
+      task reads its row groups, transforms, scores) -> ``write_parquet`` fused into the same
+      tasks. Figure: score_day's own ``seconds`` (read + transform + score + write,
       including each map worker's first model load; excluding the schema check before and the
       re-read that counts rows after). "cold" is the first call on a freshly started Ray (what a
       daily Ray job does); "warm" a second call (workers and their cached predictor reused).
-      Breakdown: score_day's ``stage_*_s`` (Ray Data's task seconds per phase: read, Arrow <->
-      pandas convert, transform + score, write; summed over tasks, so up to 2 x the wall time)
-      and ``scheduling_s`` = 2 x wall - task seconds (worker start, scheduling, idle CPUs).
+      Breakdown: score_day's ``stage_*_s`` (Ray Data's task seconds per phase: map = read +
+      transform + score inside the tasks, convert, write; summed over tasks, so up to 2 x the
+      wall time) and ``scheduling_s`` = 2 x wall - task seconds (worker start, scheduling, idle CPUs).
       Threads: a ``num_cpus=1`` probe task on the same Ray (the map tasks' settings) reports
       torch's and threadpoolctl's thread counts.
 bare  one process: ``export.load_predictor``, pyarrow ``read_table`` of the same part files and
@@ -181,7 +183,7 @@ def summarize(runs: list[dict[str, Any]], params) -> dict[str, Any]:
         "runs": runs,
         "config": {"rows": runs[0]["bare2"]["rows"], "hash_buckets": params.hash_buckets,
                    "embedding_dim": params.embedding_dim, "ray_num_cpus": NUM_CPUS,
-                   "map_batches": {"batch_size": 8192, "num_cpus": 1, "concurrency": 2},
+                   "map_batches": {"unit": "row-group pieces (training.inference.chunk_rows)", "num_cpus": 1, "concurrency": 2},
                    "bare_threads": [NUM_CPUS, 1], "fast": fast()},
         "loadavg_before": runs[0]["loadavg_before"], "loadavg_after": loadavg(),
     }

@@ -7,11 +7,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from ads_ranking_pipelines.storage import fs
 from ads_ranking_pipelines.training.data_stats import stage_seconds
-from ads_ranking_pipelines.training.parquet_io import footer_readers
 from ads_ranking_pipelines.training.reporting import Reporter
 from ads_ranking_pipelines.contracts.jobs import InferenceJobSpec
 
@@ -31,15 +29,73 @@ def _predictor(uri: str) -> Predictor:
     return load_predictor(uri)
 
 
-def score_batch(batch: pd.DataFrame, model_uri: str, model_version: str, keep: tuple[str, ...]) -> pd.DataFrame:
-    scores = _predictor(model_uri).score_rows(batch)
-    out = pd.DataFrame({c: batch[c].to_numpy() for c in keep})
-    out[SCORE_COLUMN] = scores.astype(np.float32)
-    out["model_version"] = model_version
-    return out
+def row_group_sizes(parts: list[str]) -> list[tuple[str, list[int]]]:
+    """Rows per row group of each part file (only the footers are read, in this process)."""
+    import pyarrow.parquet as pq
+
+    sizes = []
+    for uri in parts:
+        filesystem, path = fs.filesystem(uri)
+        with filesystem.open_input_file(path) as f:
+            meta = pq.ParquetFile(f).metadata
+        sizes.append((uri, [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]))
+    return sizes
+
+
+def row_group_chunks(sizes: list[tuple[str, list[int]]], rows_per_chunk: int) -> list[dict[str, Any]]:
+    """The part files cut into pieces of whole row groups of at least ``rows_per_chunk`` rows
+    (a file's last piece: what is left), in file order: the units read, scored and written in
+    parallel."""
+    chunks: list[dict[str, Any]] = []
+    for uri, groups in sizes:
+        picked, rows = [], 0
+        for i, n in enumerate(groups):
+            picked.append(i)
+            rows += n
+            if rows >= rows_per_chunk or i == len(groups) - 1:
+                chunks.append({"uri": uri, "row_groups": picked, "rows": rows})
+                picked, rows = [], 0
+    return chunks
+
+
+def chunk_rows(total_rows: int, concurrency: int) -> int:
+    """Rows per chunk: about 4 chunks per concurrent task (the cores stay busy to the end), at
+    least one 8192-row batch and at most 256k rows (a task's memory)."""
+    return max(8192, min(262_144, -(-total_rows // (4 * max(1, concurrency)))))
+
+
+def score_table(table: Any, model_uri: str, model_version: str, keep: tuple[str, ...]) -> Any:
+    """Impressions (an Arrow table) -> their ``keep`` columns, the click probability and the
+    version that scored them."""
+    import pyarrow as pa
+
+    scores = _predictor(model_uri).score_rows(table)
+    return pa.table({**{c: table.column(c) for c in keep},
+                     SCORE_COLUMN: pa.array(scores.astype(np.float32)),
+                     "model_version": pa.array([model_version] * table.num_rows, pa.string())})
+
+
+def score_chunks(batch: dict[str, np.ndarray], columns: list[str], model_uri: str, model_version: str,
+                 keep: tuple[str, ...]) -> Any:
+    """A Ray Data map over :func:`row_group_chunks` items: each task reads its row groups
+    (only ``columns``), scores them and hands the rows to the write in the same task."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = []
+    for uri, groups in zip(batch["uri"], batch["row_groups"]):
+        filesystem, path = fs.filesystem(str(uri))
+        with filesystem.open_input_file(path) as f:
+            table = pq.ParquetFile(f).read_row_groups([int(g) for g in groups], columns=columns)
+        out.append(score_table(table, model_uri, model_version, keep))
+    return pa.concat_tables(out)
 
 
 def score_day(spec: InferenceJobSpec, reporter: Reporter, *, max_concurrency: int = 2) -> dict[str, Any]:
+    """Score the day's impressions: pieces of whole row groups (:func:`row_group_chunks`), each
+    read, scored and written by one Ray Data task, ``max_concurrency`` at a time. (Ray Data's
+    ``read_parquet`` makes one read task per file, fused with the scoring: a day in one file
+    was scored on one core; it also starts a footer-reading actor, a new process, per call.)"""
     import ray
 
     from ads_ranking_pipelines.events.layout import part_uris, validate_schema
@@ -47,7 +103,7 @@ def score_day(spec: InferenceJobSpec, reporter: Reporter, *, max_concurrency: in
     if not ray.is_initialized():
         ray.init()
     validate_schema(spec.source, spec.day)
-    parts = part_uris(spec.source.uri, spec.day, spec.source.completeness)
+    parts = [fs.normalize(p) for p in part_uris(spec.source.uri, spec.day, spec.source.completeness)]
     id_cols = tuple(c for c in spec.id_columns)
     read_cols = list(dict.fromkeys([*id_cols, *spec.source.feature_columns]))
     out_uri = fs.normalize(spec.output_uri)
@@ -55,21 +111,25 @@ def score_day(spec: InferenceJobSpec, reporter: Reporter, *, max_concurrency: in
     fs.delete_dir(out_uri)
 
     t0 = time.perf_counter()
-    with footer_readers(len(parts)):
-        ds = ray.data.read_parquet([fs.normalize(p) for p in parts], columns=read_cols)
-        scored = ds.map_batches(score_batch, batch_format="pandas", batch_size=8192,
-                                fn_kwargs={"model_uri": spec.model_uri, "model_version": spec.model_version,
-                                           "keep": id_cols},
-                                num_cpus=1, concurrency=max_concurrency)
-        scored.write_parquet(out_uri)
-        seconds = time.perf_counter() - t0
-        rows = ray.data.read_parquet(out_uri).count()
+    sizes = row_group_sizes(parts)
+    chunks = row_group_chunks(sizes, chunk_rows(sum(sum(g) for _, g in sizes), max_concurrency))
+    scored = ray.data.from_items(chunks, override_num_blocks=max(1, len(chunks))).map_batches(
+        score_chunks, batch_format="numpy", batch_size=1, num_cpus=1, concurrency=max_concurrency,
+        fn_kwargs={"columns": read_cols, "model_uri": spec.model_uri, "model_version": spec.model_version,
+                   "keep": id_cols})
+    scored.write_parquet(out_uri)
+    seconds = time.perf_counter() - t0
+    rows = ray.data.read_parquet(out_uri).count() if chunks else 0
+    expected = sum(c["rows"] for c in chunks)
+    if rows != expected:
+        raise RuntimeError(f"scored {rows} rows of {spec.day}, the day has {expected}")
     stats = {"rows": rows, "seconds": round(seconds, 3), "rows_per_s": round(rows / max(seconds, 1e-9), 1),
              "scores_uri": out_uri, "model_version": spec.model_version, "day": spec.day.isoformat(),
-             # task seconds per phase: read, convert (Arrow <-> pandas), map (transform + score), write
+             "tasks": len(chunks),
+             # task seconds per phase: map (read + transform + score), convert, write
              **{f"stage_{k}": v for k, v in stage_seconds(scored).items()}}
     fs.write_json(fs.join(out_uri, SUCCESS_MARKER), stats)
     reporter.log(f"scored {rows} impressions of {spec.day} in {seconds:.1f}s "
-                 f"({stats['rows_per_s']:.0f} rows/s) -> {out_uri}")
+                 f"({stats['rows_per_s']:.0f} rows/s, {len(chunks)} tasks) -> {out_uri}")
     reporter.metrics("inference", {k: v for k, v in stats.items() if isinstance(v, (int, float))})
     return stats

@@ -2,8 +2,6 @@
 
 import datetime as dt
 import os
-import shutil
-import tempfile
 
 import numpy as np
 import pytest
@@ -29,26 +27,6 @@ class ListReporter:
 
     def metrics(self, kind, values):
         self.records.append((kind, dict(values)))
-
-
-@pytest.fixture
-def local_ray(tmp_path):
-    ray = pytest.importorskip("ray")
-    # Ray's socket paths must stay short (AF_UNIX limit), so its temp dir is a short /tmp dir
-    # owned by this test; HOME moves too so Ray's token file does not land in the real HOME.
-    ray_tmp = tempfile.mkdtemp(prefix="rt", dir="/tmp")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    mp.setenv("HOME", str(tmp_path / "home"))
-    mp.delenv("RAY_ADDRESS", raising=False)
-    os.makedirs(tmp_path / "home", exist_ok=True)
-    ray.init(num_cpus=3, include_dashboard=False, _temp_dir=ray_tmp, log_to_driver=True)
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
-        mp.undo()
-        shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
 def test_train_two_workers_checkpoints_each_epoch_resumes_and_exports(local_ray, tmp_path):

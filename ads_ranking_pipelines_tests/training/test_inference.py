@@ -1,0 +1,76 @@
+"""Batch inference (``training.inference.score_day``): every impression scored once, by the
+champion's numbers, with the day cut into row-group pieces that several tasks score at once."""
+
+import datetime as dt
+import os
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from ads_ranking_pipelines.config.source import SourceConfig
+from ads_ranking_pipelines.contracts.jobs import InferenceJobSpec
+from ads_ranking_pipelines.training.export import load_predictor, save_model_version
+from ads_ranking_pipelines.training.features import FeatureSpec
+from ads_ranking_pipelines.training.inference import chunk_rows, row_group_chunks, score_day
+from ads_ranking_pipelines.training.model import build_model
+
+from ._toy import raw_events, tiny_params
+
+DAY = dt.date(2026, 11, 3)
+
+
+def test_row_group_chunks_keep_whole_row_groups_in_file_order():
+    sizes = [("a", [3, 3, 3, 3, 2]), ("b", [10]), ("c", [])]
+    assert row_group_chunks(sizes, 6) == [
+        {"uri": "a", "row_groups": [0, 1], "rows": 6}, {"uri": "a", "row_groups": [2, 3], "rows": 6},
+        {"uri": "a", "row_groups": [4], "rows": 2}, {"uri": "b", "row_groups": [0], "rows": 10}]
+    assert chunk_rows(500_000, 2) == 62_500
+    assert chunk_rows(1_000, 2) == 8192 and chunk_rows(10**9, 2) == 262_144
+
+
+class _Quiet:
+    def __init__(self):
+        self.logs = []
+
+    def log(self, message):
+        self.logs.append(message)
+
+    def metrics(self, kind, values):
+        pass
+
+
+@pytest.mark.ray
+def test_a_day_in_one_file_is_scored_by_several_tasks_every_row_once(local_ray, tmp_path):
+    events = tmp_path / "events"
+    folder = events / f"event_date={DAY.isoformat()}"
+    os.makedirs(folder)
+    df = raw_events(40_000, seed=3)
+    df.insert(0, "impression_id", np.arange(len(df), dtype=np.int64) * 7 + 1)
+    # one file, 20 row groups: Ray Data's read_parquet would read (and score) it in one task
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), folder / "part-0.parquet", row_group_size=2000)
+    (folder / "_SUCCESS").touch()
+
+    source = SourceConfig(uri=str(events))
+    params = tiny_params(hash_buckets=1000)
+    spec = FeatureSpec.from_source(source, params.hash_buckets)
+    model_uri = str(tmp_path / "models" / "v1")
+    save_model_version(model_uri, build_model(params, spec), params, spec)
+    out_uri = str(tmp_path / "scores")
+    job = InferenceJobSpec(source=source, day=DAY, model_uri=model_uri, model_version="v1",
+                           output_uri=out_uri, hash_buckets=params.hash_buckets, id_columns=("impression_id",))
+    reporter = _Quiet()
+    stats = score_day(job, reporter, max_concurrency=2)
+
+    assert stats["rows"] == 40_000 and stats["tasks"] == 4       # pieces of >= 8192 rows: 5 groups of 2000
+    files = [f for f in os.listdir(out_uri) if f.endswith(".parquet")]
+    assert len(files) >= 2, files                                    # written by the scoring tasks
+    got = pd.read_parquet(out_uri).sort_values("impression_id").reset_index(drop=True)
+    assert got["impression_id"].tolist() == df["impression_id"].tolist()
+    assert set(got["model_version"]) == {"v1"} and got["score"].dtype == np.float32
+    want = load_predictor(model_uri).score_rows(df)
+    np.testing.assert_allclose(got["score"].to_numpy(), want, rtol=1e-5, atol=1e-6)
+    assert os.path.exists(os.path.join(out_uri, "_SUCCESS"))
+    assert "4 tasks" in reporter.logs[-1]
