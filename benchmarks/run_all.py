@@ -337,8 +337,11 @@ def _p3_sentence(p3: dict[str, Any]) -> str:
             f"{_k(p3['bare_rows_per_s'])} for bare torch in one warm process: ratio {r:.2f} (pairs "
             f"{p3.get('ratio_min')}-{p3.get('ratio_max')}; warm Ray workers {fmt_spread(p3.get('ratio_warm'))}).")
     if cold:
+        # since 2026-12-01 16:00 the scoring tasks read their own row groups: read_s is 0 and
+        # the read is in map_s
+        mapped = "read+transform+score" if not cold.get("read_s") else "transform+score"
         text += (f" Cold run, {cold.get('wall_s')} s wall on 2 CPUs: task seconds read {cold.get('read_s')}, convert "
-                 f"{cold.get('convert_s')}, transform+score {cold.get('map_s')}, write {cold.get('write_s')}, and "
+                 f"{cold.get('convert_s')}, {mapped} {cold.get('map_s')}, write {cold.get('write_s')}, and "
                  f"{cold.get('scheduling_s')} CPU-s not in any task (worker start, scheduling, idle); bare: "
                  + ", ".join(f"{k} {v}" for k, v in (b.get("bare") or {}).items()) + " s.")
     return text
