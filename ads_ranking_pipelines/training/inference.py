@@ -29,17 +29,23 @@ def _predictor(uri: str) -> Predictor:
     return load_predictor(uri)
 
 
-def row_group_sizes(parts: list[str]) -> list[tuple[str, list[int]]]:
-    """Rows per row group of each part file (only the footers are read, in this process)."""
+def row_group_sizes(parts: list[str], threads: int = 16) -> list[tuple[str, list[int]]]:
+    """Rows per row group of each part file: only the footers are read, in this process, by
+    up to ``threads`` at once (on object storage each footer is a request or two)."""
+    import concurrent.futures
+
     import pyarrow.parquet as pq
 
-    sizes = []
-    for uri in parts:
+    def one(uri: str) -> tuple[str, list[int]]:
         filesystem, path = fs.filesystem(uri)
         with filesystem.open_input_file(path) as f:
             meta = pq.ParquetFile(f).metadata
-        sizes.append((uri, [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]))
-    return sizes
+        return uri, [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+
+    if len(parts) <= 1:
+        return [one(p) for p in parts]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(threads, len(parts))) as pool:
+        return list(pool.map(one, parts))
 
 
 def row_group_chunks(sizes: list[tuple[str, list[int]]], rows_per_chunk: int) -> list[dict[str, Any]]:
@@ -53,7 +59,8 @@ def row_group_chunks(sizes: list[tuple[str, list[int]]], rows_per_chunk: int) ->
             picked.append(i)
             rows += n
             if rows >= rows_per_chunk or i == len(groups) - 1:
-                chunks.append({"uri": uri, "row_groups": picked, "rows": rows})
+                if rows:                     # an empty file still has one row group, of 0 rows
+                    chunks.append({"uri": uri, "row_groups": picked, "rows": rows})
                 picked, rows = [], 0
     return chunks
 
@@ -113,11 +120,14 @@ def score_day(spec: InferenceJobSpec, reporter: Reporter, *, max_concurrency: in
     t0 = time.perf_counter()
     sizes = row_group_sizes(parts)
     chunks = row_group_chunks(sizes, chunk_rows(sum(sum(g) for _, g in sizes), max_concurrency))
-    scored = ray.data.from_items(chunks, override_num_blocks=max(1, len(chunks))).map_batches(
-        score_chunks, batch_format="numpy", batch_size=1, num_cpus=1, concurrency=max_concurrency,
-        fn_kwargs={"columns": read_cols, "model_uri": spec.model_uri, "model_version": spec.model_version,
-                   "keep": id_cols})
-    scored.write_parquet(out_uri)
+    stages: dict[str, float] = {}
+    if chunks:                      # a day of 0 rows: nothing to score, the marker says so
+        scored = ray.data.from_items(chunks, override_num_blocks=len(chunks)).map_batches(
+            score_chunks, batch_format="numpy", batch_size=1, num_cpus=1, concurrency=max_concurrency,
+            fn_kwargs={"columns": read_cols, "model_uri": spec.model_uri, "model_version": spec.model_version,
+                       "keep": id_cols})
+        scored.write_parquet(out_uri)
+        stages = stage_seconds(scored)
     seconds = time.perf_counter() - t0
     rows = ray.data.read_parquet(out_uri).count() if chunks else 0
     expected = sum(c["rows"] for c in chunks)
@@ -127,7 +137,7 @@ def score_day(spec: InferenceJobSpec, reporter: Reporter, *, max_concurrency: in
              "scores_uri": out_uri, "model_version": spec.model_version, "day": spec.day.isoformat(),
              "tasks": len(chunks),
              # task seconds per phase: map (read + transform + score), convert, write
-             **{f"stage_{k}": v for k, v in stage_seconds(scored).items()}}
+             **{f"stage_{k}": v for k, v in stages.items()}}
     fs.write_json(fs.join(out_uri, SUCCESS_MARKER), stats)
     reporter.log(f"scored {rows} impressions of {spec.day} in {seconds:.1f}s "
                  f"({stats['rows_per_s']:.0f} rows/s, {len(chunks)} tasks) -> {out_uri}")

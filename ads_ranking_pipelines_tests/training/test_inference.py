@@ -23,7 +23,7 @@ DAY = dt.date(2026, 11, 3)
 
 
 def test_row_group_chunks_keep_whole_row_groups_in_file_order():
-    sizes = [("a", [3, 3, 3, 3, 2]), ("b", [10]), ("c", [])]
+    sizes = [("a", [3, 3, 3, 3, 2]), ("b", [10]), ("c", []), ("d", [0])]
     assert row_group_chunks(sizes, 6) == [
         {"uri": "a", "row_groups": [0, 1], "rows": 6}, {"uri": "a", "row_groups": [2, 3], "rows": 6},
         {"uri": "a", "row_groups": [4], "rows": 2}, {"uri": "b", "row_groups": [0], "rows": 10}]
@@ -74,3 +74,25 @@ def test_a_day_in_one_file_is_scored_by_several_tasks_every_row_once(local_ray, 
     np.testing.assert_allclose(got["score"].to_numpy(), want, rtol=1e-5, atol=1e-6)
     assert os.path.exists(os.path.join(out_uri, "_SUCCESS"))
     assert "4 tasks" in reporter.logs[-1]
+
+    # a day of 0 rows: nothing scored, nothing half-made, the marker says 0
+    empty_day = DAY + dt.timedelta(days=1)
+    folder = events / f"event_date={empty_day.isoformat()}"
+    os.makedirs(folder)
+    pq.write_table(pa.Table.from_pandas(df.iloc[:0], preserve_index=False), folder / "part-0.parquet")
+    (folder / "_SUCCESS").touch()
+    empty = score_day(job.model_copy(update={"day": empty_day, "output_uri": str(tmp_path / "empty")}), reporter)
+    assert empty["rows"] == 0 and empty["tasks"] == 0
+    assert os.listdir(tmp_path / "empty") == ["_SUCCESS"]
+
+
+def test_row_group_sizes_reads_every_footer_in_order(tmp_path):
+    from ads_ranking_pipelines.training.inference import row_group_sizes
+
+    uris = []
+    for i, (rows, group) in enumerate([(10, 4), (7, 7), (0, 5), (9, 3)]):
+        uri = str(tmp_path / f"part-{i}.parquet")
+        pq.write_table(pa.table({"x": np.arange(rows)}), uri, row_group_size=group)
+        uris.append(uri)
+    assert row_group_sizes(uris, threads=3) == [(uris[0], [4, 4, 2]), (uris[1], [7]), (uris[2], [0]),
+                                                 (uris[3], [3, 3, 3])]
