@@ -62,5 +62,4 @@ class LocalRayBackend(RayBackend):
                 cluster.start_monitor()
             yield LocalClusterSession(cluster)
         finally:
-            # The session's jobs are over (or stopped): nothing on the cluster is kept.
-            cluster.stop(force=True)
+            cluster.stop()

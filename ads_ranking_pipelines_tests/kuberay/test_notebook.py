@@ -132,8 +132,17 @@ def test_supervisor_runs_jupyter_only_while_the_token_file_exists(tmp_path) -> N
     (bin_dir / "jupyter").chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
            "KUBERAY_GEN_RAY_START_CMD": "sleep 3600"}     # the stand-in Ray outlives the test
+
+    def clean_signals() -> None:
+        # A container's shell starts with no signal blocked. This test process may have
+        # SIGTERM blocked (in-process Ray of an earlier test; a child inherits the mask), and
+        # then the supervisor's `kill` could never stop the stand-in Jupyter (CI, twice).
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_DFL)
+
     proc = subprocess.Popen(["bash", "-c", jupyter_command(token_file=str(token_file), poll_s=0.1)],
-                            env=env, start_new_session=True)
+                            env=env, start_new_session=True, preexec_fn=clean_signals)
 
     def jupyters() -> int:
         out = subprocess.run(["pgrep", "-g", str(proc.pid), "-f", "sleep 3601"], capture_output=True,

@@ -14,12 +14,14 @@ def local_ray(tmp_path):
     # owned by this test; HOME moves too so Ray's token file does not land in the real HOME.
     ray_tmp = tempfile.mkdtemp(prefix="rt", dir="/tmp")
     mp = pytest.MonkeyPatch()
-    mp.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    mp.setenv("HOME", str(tmp_path / "home"))
-    mp.delenv("RAY_ADDRESS", raising=False)
-    os.makedirs(tmp_path / "home", exist_ok=True)
-    ray.init(num_cpus=3, include_dashboard=False, _temp_dir=ray_tmp, log_to_driver=True)
     try:
+        # undone even when ray.init fails: the variable makes later multi-node clusters refuse
+        # their worker nodes (CI: a timed-out ray.init here failed every later local cluster)
+        mp.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        mp.setenv("HOME", str(tmp_path / "home"))
+        mp.delenv("RAY_ADDRESS", raising=False)
+        os.makedirs(tmp_path / "home", exist_ok=True)
+        ray.init(num_cpus=3, include_dashboard=False, _temp_dir=ray_tmp, log_to_driver=True)
         yield ray
     finally:
         ray.shutdown()

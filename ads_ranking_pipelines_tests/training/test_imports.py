@@ -46,5 +46,5 @@ def test_scoring_a_saved_version_imports_no_torchrec(tmp_path):
 def test_the_inference_job_driver_imports_no_torch():
     """The inference job's driver only plans the Ray Data pipeline; its map tasks load torch."""
     modules = _modules_after("import ads_ranking_pipelines.ray_jobs.infer\n"
-                             "from ads_ranking_pipelines.training.inference import score_day, score_batch\n")
+                             "from ads_ranking_pipelines.training.inference import score_day, score_chunks\n")
     assert not {m for m in modules if m.split(".")[0] in ("torch", "torchrec")}
