@@ -2,7 +2,10 @@
 champion's numbers, with the day cut into row-group pieces that several tasks score at once."""
 
 import datetime as dt
+import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -14,7 +17,7 @@ from ads_ranking_pipelines.config.source import SourceConfig
 from ads_ranking_pipelines.contracts.jobs import InferenceJobSpec
 from ads_ranking_pipelines.training.export import load_predictor, save_model_version
 from ads_ranking_pipelines.training.features import FeatureSpec
-from ads_ranking_pipelines.training.inference import chunk_rows, row_group_chunks, score_day
+from ads_ranking_pipelines.training.inference import chunk_rows, row_group_chunks
 from ads_ranking_pipelines.training.model import build_model
 
 from ._toy import raw_events, tiny_params
@@ -31,19 +34,40 @@ def test_row_group_chunks_keep_whole_row_groups_in_file_order():
     assert chunk_rows(1_000, 2) == 8192 and chunk_rows(10**9, 2) == 262_144
 
 
-class _Quiet:
-    def __init__(self):
-        self.logs = []
+# Ray runs in a child process: a second in-process ray.init in one pytest process (this test,
+# then test_ray_train's fixture) timed out in CI twice.
+SCORE = """
+import json, os, sys, tempfile
+import ray
+from ads_ranking_pipelines.contracts.jobs import InferenceJobSpec
+from ads_ranking_pipelines.training.inference import score_day
 
-    def log(self, message):
-        self.logs.append(message)
+class Quiet:
+    def __init__(self): self.logs = []
+    def log(self, m): self.logs.append(m)
+    def metrics(self, k, v): pass
 
-    def metrics(self, kind, values):
-        pass
+ray.init(num_cpus=2, include_dashboard=False, _temp_dir=tempfile.mkdtemp(prefix="ri", dir="/tmp"))
+out = []
+for line in sys.argv[1:]:
+    r = Quiet()
+    out.append({**score_day(InferenceJobSpec.model_validate_json(line), r, max_concurrency=2), "log": r.logs[-1]})
+print(json.dumps(out))
+"""
+
+
+def _score(tmp_path, *jobs):
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "HOME": str(tmp_path / "home")}
+    env.pop("RAY_ADDRESS", None)
+    os.makedirs(tmp_path / "home", exist_ok=True)
+    out = subprocess.run([sys.executable, "-c", SCORE, *(j.model_dump_json() for j in jobs)], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.ray
-def test_a_day_in_one_file_is_scored_by_several_tasks_every_row_once(local_ray, tmp_path):
+def test_a_day_in_one_file_is_scored_by_several_tasks_every_row_once(tmp_path):
     events = tmp_path / "events"
     folder = events / f"event_date={DAY.isoformat()}"
     os.makedirs(folder)
@@ -61,8 +85,12 @@ def test_a_day_in_one_file_is_scored_by_several_tasks_every_row_once(local_ray, 
     out_uri = str(tmp_path / "scores")
     job = InferenceJobSpec(source=source, day=DAY, model_uri=model_uri, model_version="v1",
                            output_uri=out_uri, hash_buckets=params.hash_buckets, id_columns=("impression_id",))
-    reporter = _Quiet()
-    stats = score_day(job, reporter, max_concurrency=2)
+    empty_day = DAY + dt.timedelta(days=1)
+    folder = events / f"event_date={empty_day.isoformat()}"
+    os.makedirs(folder)
+    pq.write_table(pa.Table.from_pandas(df.iloc[:0], preserve_index=False), folder / "part-0.parquet")
+    (folder / "_SUCCESS").touch()
+    stats, empty = _score(tmp_path, job, job.model_copy(update={"day": empty_day, "output_uri": str(tmp_path / "empty")}))
 
     assert stats["rows"] == 40_000 and stats["tasks"] == 4       # pieces of >= 8192 rows: 5 groups of 2000
     files = [f for f in os.listdir(out_uri) if f.endswith(".parquet")]
@@ -73,15 +101,8 @@ def test_a_day_in_one_file_is_scored_by_several_tasks_every_row_once(local_ray, 
     want = load_predictor(model_uri).score_rows(df)
     np.testing.assert_allclose(got["score"].to_numpy(), want, rtol=1e-5, atol=1e-6)
     assert os.path.exists(os.path.join(out_uri, "_SUCCESS"))
-    assert "4 tasks" in reporter.logs[-1]
-
+    assert "4 tasks" in stats["log"]
     # a day of 0 rows: nothing scored, nothing half-made, the marker says 0
-    empty_day = DAY + dt.timedelta(days=1)
-    folder = events / f"event_date={empty_day.isoformat()}"
-    os.makedirs(folder)
-    pq.write_table(pa.Table.from_pandas(df.iloc[:0], preserve_index=False), folder / "part-0.parquet")
-    (folder / "_SUCCESS").touch()
-    empty = score_day(job.model_copy(update={"day": empty_day, "output_uri": str(tmp_path / "empty")}), reporter)
     assert empty["rows"] == 0 and empty["tasks"] == 0
     assert os.listdir(tmp_path / "empty") == ["_SUCCESS"]
 
