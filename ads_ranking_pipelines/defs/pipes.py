@@ -37,7 +37,12 @@ STOP_TIMEOUT_S = 60.0
 LIVE_METRIC_KINDS = frozenset({"epoch", "progress", "dataset", "evaluation", "inference"})
 
 
+_MESSAGE_START = "{" + json.dumps(PIPES_PROTOCOL_VERSION_FIELD)
+_decoder = json.JSONDecoder()
+
+
 def parse_pipes_message(line: str) -> dict | None:
+    """The Pipes message that is the whole line (after Ray's ``(Worker pid=…)`` prefix), or None."""
     text = strip_ray_prefix(line).strip()
     if not text.startswith("{") or PIPES_PROTOCOL_VERSION_FIELD not in text:
         return None
@@ -46,6 +51,34 @@ def parse_pipes_message(line: str) -> dict | None:
     except ValueError:
         return None
     return msg if isinstance(msg, dict) and PIPES_PROTOCOL_VERSION_FIELD in msg else None
+
+
+def split_pipes_messages(line: str) -> tuple[list[dict], str]:
+    """The Pipes messages anywhere in ``line``, and the line's other text (stripped).
+
+    A driver's threads can glue a message to another thread's output on one log line (see
+    ``ray_jobs/whole_lines.py``, which prevents it in our own job drivers): the message is
+    still whole, so it is found wherever it starts, and the text around it stays a log line.
+    """
+    whole = parse_pipes_message(line)
+    if whole is not None:
+        return [whole], ""
+    text = strip_ansi(line)
+    messages, rest, pos = [], [], 0
+    while (start := text.find(_MESSAGE_START, pos)) >= 0:
+        try:
+            msg, end = _decoder.raw_decode(text, start)
+        except ValueError:
+            rest.append(text[pos:start + 1])
+            pos = start + 1
+            continue
+        rest.append(text[pos:start])
+        messages.append(msg)
+        pos = end
+    if not messages:
+        return [], text.rstrip()
+    rest.append(text[pos:])
+    return messages, "".join(rest).strip()
 
 
 class BackendJobLogReader(PipesMessageReader):
@@ -107,23 +140,22 @@ class BackendJobLogReader(PipesMessageReader):
     def _follow(self, handler: PipesMessageHandler) -> None:
         try:
             for line in self._session.logs(self._job_id, follow=True):
-                if not line.strip():
-                    continue
-                msg = parse_pipes_message(line)
-                if msg is None:
-                    if self._forward_lines:
-                        text = strip_ansi(line).rstrip()
-                        (self._context.log.debug if is_chatter(text) else self._context.log.info)(text)
-                        self.lines_forwarded += 1
-                    continue
-                self.messages_received += 1
-                handler.handle_message(msg)
-                self._observe(msg)
-                if msg.get("method") == "closed":
-                    self.job_ending.set()
-                self._deliver(msg)
+                messages, text = split_pipes_messages(line)
+                if text and self._forward_lines:
+                    (self._context.log.debug if is_chatter(text) else self._context.log.info)(text)
+                    self.lines_forwarded += 1
+                for msg in messages:
+                    self._handle(handler, msg)
         except Exception as exc:  # a broken log stream must not fail the step by itself
             self._context.log.warning(f"[pipes] following the log of Ray job {self._job_id} failed: {exc}")
+
+    def _handle(self, handler: PipesMessageHandler, msg: dict) -> None:
+        self.messages_received += 1
+        handler.handle_message(msg)
+        self._observe(msg)
+        if msg.get("method") == "closed":
+            self.job_ending.set()
+        self._deliver(msg)
 
     def _deliver(self, msg: dict) -> None:
         """Custom messages to ``on_message`` as they arrive (a range job's per-day results)."""

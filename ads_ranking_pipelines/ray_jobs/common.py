@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from ads_ranking_pipelines.contracts.ranges import DAY_RESULT
+from ads_ranking_pipelines.ray_jobs.whole_lines import whole_lines
 from ads_ranking_pipelines.training.reporting import PrintReporter, Reporter, Scalar
 
 SPEC_ENV = "ADS_RANKING_JOB_SPEC"
@@ -69,13 +70,14 @@ def run_entrypoint(spec_model: type[S], body: DaysBody) -> None:
     finishes (``DAY_RESULT``) and then the job's ``result`` (how many days), exit 0/1."""
     quiet_progress_bars()
     spec = load_spec(spec_model)
-    if os.environ.get("DAGSTER_PIPES_CONTEXT"):
-        from dagster_pipes import open_dagster_pipes
+    with whole_lines():              # Pipes messages must stay lines of their own (see whole_lines)
+        if os.environ.get("DAGSTER_PIPES_CONTEXT"):
+            from dagster_pipes import open_dagster_pipes
 
-        with open_dagster_pipes() as pipes:
-            _run(body, spec, PipesReporter(pipes), pipes.report_custom_message)
-    else:
-        _run(body, spec, PrintReporter(), _print_message)
+            with open_dagster_pipes() as pipes:
+                _run(body, spec, PipesReporter(pipes), pipes.report_custom_message)
+        else:
+            _run(body, spec, PrintReporter(), _print_message)
 
 
 def _print_message(payload: dict[str, Any]) -> None:

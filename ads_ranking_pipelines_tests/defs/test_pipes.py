@@ -10,7 +10,7 @@ from dagster_pipes import PIPES_PROTOCOL_VERSION, PIPES_PROTOCOL_VERSION_FIELD
 from ads_ranking_pipelines.backends.base import ClusterSession, JobSpec, JobState, JobStatus
 from ads_ranking_pipelines.defs.jobs import range_tags
 from ads_ranking_pipelines.defs.partitions import daily_partitions
-from ads_ranking_pipelines.defs.pipes import parse_pipes_message, wait_until_terminal
+from ads_ranking_pipelines.defs.pipes import parse_pipes_message, split_pipes_messages, wait_until_terminal
 from ads_ranking_pipelines.defs.range_jobs import DayResults, run_days
 
 MSG = {"__dagster_pipes_version": "0.1", "method": "log", "params": {"message": "hi", "level": "INFO"}}
@@ -27,6 +27,19 @@ def test_other_lines_are_not_messages():
     assert parse_pipes_message("epoch 1 loss 0.3") is None
     assert parse_pipes_message('{"kind": "result", "values": {}}') is None
     assert parse_pipes_message('{"__dagster_pipes_version": broken') is None
+
+
+def test_messages_glued_to_other_output_are_found_and_the_text_kept():
+    # a driver thread's print split by another thread's message (seen in CI: a lost epoch record)
+    m1, m2 = dict(MSG, params={"message": "a", "level": "INFO"}), dict(MSG, params={"message": "b", "level": "INFO"})
+    worker = "(RayTrainWorker pid=1) [train] epoch 2/2 loss 0.14"
+    assert split_pipes_messages(f"{worker}{json.dumps(m1)}") == ([m1], worker)
+    assert split_pipes_messages(f"{json.dumps(m1)}{worker}") == ([m1], worker)
+    assert split_pipes_messages(f"\x1b[36m{worker}\x1b[0m{json.dumps(m1)}{json.dumps(m2)}") == ([m1, m2], worker)
+    assert split_pipes_messages(json.dumps(m1)) == ([m1], "")
+    # a broken message stays text; indentation of plain lines is kept
+    assert split_pipes_messages('x {"__dagster_pipes_version": broken') == ([], 'x {"__dagster_pipes_version": broken')
+    assert split_pipes_messages('  File "a.py", line 1\n') == ([], '  File "a.py", line 1')
 
 
 def test_library_chatter_is_recognised_and_our_lines_are_not():
@@ -105,6 +118,7 @@ class _RangeJobSession(ClusterSession):
 
         days = ["2026-03-10", "2026-03-11"] if ok else ["2026-03-10"]
         self.lines = [line({"kind": "epoch", "values": {"epoch": 1, "loss": 0.5, "day": d}}) for d in days]
+        self.lines[0] = "(RayTrainWorker pid=7) [train] epoch 1/1" + self.lines[0]   # glued by another thread
         self.lines += [line({"kind": "day_result", "values": {"day": d, "final_loss": 0.5}}) for d in days]
         self.lines += [line({"kind": "result", "values": {"days": len(days)}})] if ok else ["Traceback: day 2 broke"]
         self.ok = ok
@@ -135,18 +149,20 @@ def _run_range(ok: bool):
     result = dg.materialize([ranged], instance=instance, tags=range_tags(days[0], days[-1]), raise_on_error=False)
     observed = [e.event_specific_data.asset_observation for e in result.all_events
                 if e.event_type_value == "ASSET_OBSERVATION"]
-    return result, results, observed
+    logged = [e.user_message for e in instance.all_logs(result.run_id)]
+    return result, results, observed, logged
 
 
 def test_a_range_job_reports_each_day_and_its_live_records_land_on_their_partitions():
-    result, results, observed = _run_range(ok=True)
+    result, results, observed, logged = _run_range(ok=True)
     assert result.success
     assert list(results.days) == ["2026-03-10", "2026-03-11"]
     assert [o.partition for o in observed] == ["2026-03-10", "2026-03-11"]
+    assert "(RayTrainWorker pid=7) [train] epoch 1/1" in logged    # the glued text is still a log line
 
 
 def test_days_reported_before_the_job_failed_are_kept():
-    result, results, _ = _run_range(ok=False)
+    result, results, _, _ = _run_range(ok=False)
     assert not result.success
     failure = next(e for e in result.all_events if e.is_step_failure)
     assert "ended FAILED: day 2 broke" in failure.step_failure_data.user_failure_data.description
