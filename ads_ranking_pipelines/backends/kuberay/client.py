@@ -24,21 +24,20 @@ server). Nothing here changes the ``kubernetes`` package's global default config
 
 from __future__ import annotations
 
-import email.utils
 import json
 import logging
-import random
 import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from ads_ranking_pipelines.backends.kuberay.errors import Conflict, KubeError, NotFound, status_fields
 from ads_ranking_pipelines.backends.kuberay.permissions import (
     CORE_GROUP,
     ApiPermission,
     require,
 )
+from ads_ranking_pipelines.backends.kuberay.retry import RetryPolicy, retryable_status, parse_retry_after
 
 log = logging.getLogger(__name__)
 
@@ -56,92 +55,6 @@ __all__ = [
 ]
 
 
-class KubeError(RuntimeError):
-    """An API call that failed for good. ``status`` is the HTTP status (0: no answer),
-    ``reason`` and ``message`` come verbatim from the API server's ``Status`` object."""
-
-    def __init__(self, action: str, status: int, reason: str = "", message: str = "",
-                 attempts: int = 1) -> None:
-        self.action = action
-        self.status = status
-        self.reason = reason
-        self.message = message
-        self.attempts = attempts
-        where = f"HTTP {status}" if status else "no answer"
-        text = f"{action} failed ({where}"
-        text += f", {reason})" if reason else ")"
-        if message:
-            text += f": {message}"
-        if attempts > 1:
-            text += f" [after {attempts} attempts]"
-        super().__init__(text)
-
-
-class NotFound(KubeError):
-    """404: the object does not exist (any more)."""
-
-
-class Conflict(KubeError):
-    """409 on create: an object of that name exists and is not the one this call made."""
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Bounded exponential backoff for 429, 5xx and failed connections.
-
-    Attempt *n* (1-based) that fails waits ``initial_delay_s * multiplier**(n-1)`` (at most
-    ``max_delay_s``, plus up to ``jitter`` of it at random) or, when the server sent
-    ``Retry-After``, that long (at most ``max_retry_after_s``). After ``max_attempts``
-    attempts the last error is raised.
-    """
-
-    max_attempts: int = 6
-    initial_delay_s: float = 0.5
-    multiplier: float = 2.0
-    max_delay_s: float = 10.0
-    max_retry_after_s: float = 60.0
-    jitter: float = 0.1
-
-    def delay(self, attempt: int, retry_after_s: float | None = None) -> float:
-        if retry_after_s is not None:
-            return max(0.0, min(retry_after_s, self.max_retry_after_s))
-        base = min(self.initial_delay_s * self.multiplier ** (attempt - 1), self.max_delay_s)
-        return base * (1 + self.jitter * random.random())
-
-
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
-def _status_fields(body: Any) -> tuple[str, str]:
-    """``reason`` and ``message`` of a Kubernetes ``Status`` body (bytes or str)."""
-    if isinstance(body, bytes):
-        body = body.decode("utf-8", "replace")
-    if not body:
-        return "", ""
-    try:
-        data = json.loads(body)
-    except (TypeError, ValueError):
-        return "", str(body).strip()[:500]
-    if not isinstance(data, dict):
-        return "", ""
-    return str(data.get("reason") or ""), str(data.get("message") or "")
-
-
 def new_creation_token() -> str:
     return secrets.token_hex(16)
 
@@ -156,10 +69,6 @@ def _discard(response: Any) -> None:
     nor debug-logs it), so its connection can serve the next request."""
     response.drain_conn()
     response.release_conn()
-
-
-def _retryable_status(status: int) -> bool:
-    return status == 429 or 500 <= status <= 599
 
 
 class KubeRayClient:
@@ -239,12 +148,12 @@ class KubeRayClient:
                 return fn()
             except ApiException as exc:
                 status = int(exc.status or 0)
-                reason, message = _status_fields(exc.body)
+                reason, message = status_fields(exc.body)
                 if not reason:
                     reason = str(exc.reason or "")
                 if status == 404:
                     raise NotFound(action, status, reason, message, attempt) from None
-                retryable = status == 0 or _retryable_status(status)
+                retryable = status == 0 or retryable_status(status)
                 if not retryable or attempt >= self.retry.max_attempts:
                     cls = Conflict if status == 409 else KubeError
                     raise cls(action, status, reason, message, attempt) from None
