@@ -62,4 +62,5 @@ class LocalRayBackend(RayBackend):
                 cluster.start_monitor()
             yield LocalClusterSession(cluster)
         finally:
-            cluster.stop()
+            # The session's jobs are over (or stopped): nothing on the cluster is kept.
+            cluster.stop(force=True)

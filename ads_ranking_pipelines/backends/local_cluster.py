@@ -405,19 +405,22 @@ class LocalRayCluster:
                 return
             time.sleep(0.2)
 
-    def stop(self, timeout_s: float = 20, keep_logs: bool = False) -> None:
+    def stop(self, timeout_s: float = 20, keep_logs: bool = False, force: bool = False) -> None:
         """Stop this cluster's processes (by PID and process group), then remove its files.
 
-        With ``keep_logs`` the node logs are kept under ``<state_dir>/<name>.logs/``.
+        With ``keep_logs`` the node logs are kept under ``<state_dir>/<name>.logs/``. ``force``
+        kills at once (SIGKILL, Ray's ``ray stop --force``) instead of SIGTERM and waiting up
+        to ``timeout_s``: for a cluster whose work is over and whose files are removed next
+        (Ray's own graceful exit of `ray start --block` took 2.3-3.6 s here).
         """
         self._stopping.set()
         if self._monitor is not None and self._monitor is not threading.current_thread():
             self._monitor.join(timeout=5)
         pids = [*self.state.worker_pids, *([self.state.head_pid] if self.state.head_pid else [])]
         for pid in pids:
-            self._kill_group(pid, signal.SIGTERM)
+            self._kill_group(pid, signal.SIGKILL if force and not keep_logs else signal.SIGTERM)
         for pid in pids:
-            self._reap(pid, timeout_s)
+            self._reap(pid, 0 if force and not keep_logs else timeout_s)
             self._kill_group(pid, signal.SIGKILL)
             self._reap(pid, 2)
         # Anything that escaped its group but still names our temp dir is ours too.

@@ -1,0 +1,30 @@
+"""Teardown of a run's session cluster on the local backend: killed at once (its jobs are over
+and its files are removed next), nothing left behind."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from ads_ranking_pipelines.backends.local import LocalRayBackend
+from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
+from ads_ranking_pipelines.config.cluster import ClusterRequest
+from ads_ranking_pipelines_tests.conftest import wait_no_processes
+
+pytestmark = pytest.mark.ray
+
+
+def _node_exit_codes(cluster: LocalRayCluster) -> list[int | None]:
+    return [p.returncode for p in cluster._procs.values()]
+
+
+def test_a_session_cluster_is_killed_at_once_and_leaves_nothing(tmp_path) -> None:
+    state_dir = tmp_path / "clusters"
+    with LocalRayBackend(state_dir).session(ClusterRequest(name="td", workers=1)) as session:
+        cluster = session.cluster
+        assert cluster.alive_nodes() == 2
+    # `ray start --block` exits 1 after its own graceful shutdown on SIGTERM; killed: -9
+    assert _node_exit_codes(cluster) == [-signal.SIGKILL] * 2
+    assert wait_no_processes(cluster.state.temp_dir) == []
+    assert LocalRayCluster.find("td", state_dir) is None
