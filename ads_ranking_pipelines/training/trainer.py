@@ -7,7 +7,7 @@ can ``ray.init``). It
    only the feature/label columns, and transforms them to ``dense``/``sparse``/``label`` columns,
 2. materializes the dataset (with 1-CPU workers filling a small cluster, streaming reads would
    never get a CPU and training would hang),
-3. runs a ``TorchTrainer`` of ``train_loop.train_loop_per_worker`` (checkpoint per epoch; a
+3. runs a ``TorchTrainer`` of ``ray_train_worker.train_loop_per_worker`` (checkpoint per epoch; a
    restarted worker group or a re-launched run with the same ``run_name`` resumes from the
    latest checkpoint),
 4. forwards live progress records from rank 0 (a ``ray.util.queue.Queue``) to the reporter,
@@ -41,14 +41,8 @@ from ads_ranking_pipelines.training.reporting import Reporter
 from ads_ranking_pipelines.training import warm_start
 from ads_ranking_pipelines.training.sharding import format_plan
 from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
-from ads_ranking_pipelines.training.train_loop import (
-    DATASET_NAME,
-    SELECTION_METRIC,
-    VALID_DATASET_NAME,
-    quiet_warnings,
-    read_train_state,
-    train_loop_per_worker,
-)
+from ads_ranking_pipelines.training.ray_train_worker import DATASET_NAME, VALID_DATASET_NAME, train_loop_per_worker
+from ads_ranking_pipelines.training.train_loop import SELECTION_METRIC, quiet_warnings, read_train_state
 
 CHECKPOINTS_TO_KEEP = 2
 # Ray Train's controller checks its worker group every RAY_TRAIN_HEALTH_CHECK_INTERVAL_S (2 s by
@@ -355,7 +349,7 @@ def _progress_queue():
 
 def _worker_config(params: TrainingParams, feature_spec: FeatureSpec, window: _Window, progress_q: Any,
                   extra: dict[str, Any] | None, warm_ref: Any = None) -> dict[str, Any]:
-    """The config every worker's ``train_loop_per_worker`` receives (see ``train_loop``)."""
+    """The config every worker's ``train_loop_per_worker`` receives (see ``ray_train_worker``)."""
     counts = params.min_id_count > 1 or params.count_features
     return {
         "params": params.model_dump(mode="json"),

@@ -1,0 +1,109 @@
+"""The Ray Train side of training: what ``TorchTrainer`` runs on every worker.
+
+``train_loop_per_worker(config)`` adapts Ray (context, dataset shards, checkpoints, reports,
+the driver's progress queue) to ``train_loop.run_worker``, which needs only an initialised
+``torch.distributed`` process group.
+
+Config keys (all JSON-able except the queue and the callbacks):
+
+``params``           ``TrainingParams.model_dump(mode="json")``
+``feature_spec``     ``dataclasses.asdict(FeatureSpec)``
+``progress_queue``   a ``ray.util.queue.Queue`` or None; rank 0 puts ``{"kind": ..., ...}`` records
+``progress_every_s`` seconds between "progress" records (default 5)
+``steps_per_epoch``  optimizer steps per epoch (the driver knows the row count), for the linear
+                     learning-rate decay over the budget (``params.final_lr_fraction``)
+``equal_shards``     true when every rank's shard has exactly ``steps_per_epoch`` batches (Ray
+                     Train's equal split): the ranks need no per-step agreement (``lockstep``)
+``shuffle_buffer``   rows of local shuffle buffer in ``iter_batches`` (default 0: none)
+``id_counts``        ``{sparse column: float array [table rows]}``: id counts of the training rows
+                     (see ``model.IdCounts``)
+``has_validation``   true when the trainer was given a validation dataset (``VALID_DATASET_NAME``)
+``warm_start``       an object ref of an earlier version's weights (``ray.put`` by the driver) or None
+``callbacks``        objects with any of ``on_epoch_start(rank, epoch)`` /
+                     ``on_step(rank, epoch, step)``: observers, and the way tests inject faults
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import torch
+
+from ads_ranking_pipelines.config.training import TrainingParams
+from ads_ranking_pipelines.training.model import feature_spec_from_dict
+from ads_ranking_pipelines.training.train_loop import quiet_warnings, run_worker
+
+DATASET_NAME = "train"
+VALID_DATASET_NAME = "valid"
+
+
+class QueueProgress:
+    """Puts records on a ``ray.util.queue.Queue`` without ever blocking or failing training."""
+
+    def __init__(self, queue: Any) -> None:
+        self.queue = queue
+        self.dropped = 0
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        try:
+            self.queue.put(record, block=False)
+        except Exception:  # Full, or the driver went away: progress is best effort
+            self.dropped += 1
+
+
+def train_loop_per_worker(config: dict[str, Any]) -> None:
+    """Ray Train entry point (see module docstring for ``config``)."""
+    import ray.train
+    import ray.train.torch
+
+    quiet_warnings()
+    params = TrainingParams.model_validate(config["params"])
+    feature_spec = feature_spec_from_dict(config["feature_spec"])
+    ctx = ray.train.get_context()
+    if params.uses_gpu:
+        device = ray.train.torch.get_device()
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    torch.set_num_threads(max(1, int(params.worker_cpus)))
+    shuffle_buffer = int(config.get("shuffle_buffer") or 0) or None
+    shard = ray.train.get_dataset_shard(DATASET_NAME)
+    valid = ray.train.get_dataset_shard(VALID_DATASET_NAME) if config.get("has_validation") else None
+
+    def batches(epoch: int) -> Iterable[Mapping[str, np.ndarray]]:
+        return shard.iter_batches(batch_size=params.batch_size, batch_format="numpy",
+                                  drop_last=False, local_shuffle_buffer_size=shuffle_buffer,
+                                  local_shuffle_seed=(params.seed + epoch) if shuffle_buffer else None)
+
+    def valid_batches() -> Iterable[Mapping[str, np.ndarray]]:
+        return valid.iter_batches(batch_size=8192, batch_format="numpy", drop_last=False)
+
+    def report(metrics: dict[str, Any], ckpt_dir: str) -> None:
+        ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(ckpt_dir))
+
+    queue = config.get("progress_queue")
+    kwargs = dict(device=device, batches=batches, report=report,
+                  valid_batches=valid_batches if valid is not None else None,
+                  progress=QueueProgress(queue) if queue is not None and ctx.get_world_rank() == 0 else None,
+                  progress_every_s=float(config.get("progress_every_s", 5.0)),
+                  local_world_size=ctx.get_local_world_size(), steps_per_epoch=config.get("steps_per_epoch"),
+                  shard_steps=config.get("steps_per_epoch") if config.get("equal_shards") else None,
+                  log=lambda m: print(m, flush=True), callbacks=config.get("callbacks") or (),
+                  id_counts=config.get("id_counts"),
+                  warm_start=_warm_start_state(config.get("warm_start")))
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint is None:
+        run_worker(params, feature_spec, **kwargs)
+        return
+    with checkpoint.as_directory() as resume_dir:
+        run_worker(params, feature_spec, resume_dir=resume_dir, **kwargs)
+
+
+def _warm_start_state(ref: Any) -> Mapping[str, torch.Tensor] | None:
+    """The earlier version's weights, put in the object store once by the driver."""
+    if ref is None:
+        return None
+    import ray
+
+    return ray.get(ref)
