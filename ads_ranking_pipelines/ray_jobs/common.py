@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from ads_ranking_pipelines.contracts.ranges import DAY_RESULT
+from ads_ranking_pipelines.ray_jobs.driver_threads import use_container_cpus
 from ads_ranking_pipelines.ray_jobs.whole_lines import whole_lines
 from ads_ranking_pipelines.training.reporting import PrintReporter, Reporter, Scalar
 
@@ -68,6 +69,7 @@ def load_spec(model: type[S], environ: dict[str, str] | None = None) -> S:
 def run_entrypoint(spec_model: type[S], body: DaysBody) -> None:
     """Load the spec, run ``body`` with the right reporter, report each day it yields as it
     finishes (``DAY_RESULT``) and then the job's ``result`` (how many days), exit 0/1."""
+    use_container_cpus()             # before torch/numpy load: Ray left the driver one thread
     quiet_progress_bars()
     spec = load_spec(spec_model)
     with whole_lines():              # Pipes messages must stay lines of their own (see whole_lines)
