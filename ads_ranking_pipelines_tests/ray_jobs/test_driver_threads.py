@@ -27,8 +27,9 @@ DRIVER = textwrap.dedent("""
     def body(spec, reporter):
         import torch
         from threadpoolctl import threadpool_info
-        blas = sorted({p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"})
-        yield {"torch": torch.get_num_threads(), "blas": blas, "omp": os.environ.get("OMP_NUM_THREADS")}
+        import xgboost  # noqa: F401  (its OpenMP runtime too)
+        pools = {(p["user_api"], p["num_threads"]) for p in threadpool_info()}
+        yield {"torch": torch.get_num_threads(), "pools": sorted(pools), "wait": os.environ.get("OMP_WAIT_POLICY")}
 
     run_entrypoint(Spec, body)
 """)
@@ -70,5 +71,6 @@ def test_a_ray_job_driver_gets_the_container_cpus(ads_home, tmp_path):
     assert status.state == JobState.SUCCEEDED, "\n".join(logs)
     day = next(json.loads(line)["values"] for line in logs if '"kind": "day_result"' in line)
     # Ray's job supervisor leaves OMP_NUM_THREADS=1 in the driver's environment (measured);
-    # without use_container_cpus torch and OpenBLAS ran on one thread
-    assert {k: day[k] for k in ("torch", "blas", "omp")} == {"torch": cpus, "blas": [cpus], "omp": str(cpus)}
+    # without use_container_cpus torch and OpenMP ran on one thread
+    assert day["torch"] == cpus and day["wait"] == "PASSIVE"
+    assert sorted({tuple(p) for p in day["pools"]}) == [("blas", 1), ("openmp", cpus)], day["pools"]
