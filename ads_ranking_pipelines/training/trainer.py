@@ -21,8 +21,6 @@ import contextlib
 import dataclasses
 import math
 import os
-import queue as queue_mod
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +35,7 @@ from ads_ranking_pipelines.training.export import save_model_version
 from ads_ranking_pipelines.training.features import FeatureSpec, transform
 from ads_ranking_pipelines.training.model import DLRM, build_model
 from ads_ranking_pipelines.training.parquet_io import footer_readers
+from ads_ranking_pipelines.training.progress_pump import ProgressPump
 from ads_ranking_pipelines.training.reporting import Reporter
 from ads_ranking_pipelines.training import warm_start
 from ads_ranking_pipelines.training.sharding import format_plan
@@ -153,9 +152,6 @@ def _resources(params: TrainingParams) -> dict[str, float]:
     return res
 
 
-_PUMP_STOP = {"kind": "__pump_stop__"}
-
-
 @contextlib.contextmanager
 def ray_train_env(environ: Any = None) -> Any:
     """``RAY_TRAIN_ENV_DEFAULTS`` set in ``environ`` (``os.environ``) where unset, for one ``fit()``."""
@@ -167,81 +163,6 @@ def ray_train_env(environ: Any = None) -> Any:
     finally:
         for k in added:
             env.pop(k, None)
-
-
-class _ProgressPump:
-    """Drains the workers' progress queue into the reporter from a background thread.
-
-    Leaving the ``with`` block puts a stop record behind everything already queued, so the
-    thread ends as soon as it has handled those (not after its blocking ``get`` times out).
-    """
-
-    def __init__(self, q: Any, reporter: Reporter, poll_s: float = 0.5) -> None:
-        self.q = q
-        self.reporter = reporter
-        self.poll_s = poll_s
-        self.lock = threading.Lock()
-        self.stop = threading.Event()
-        self.epochs: list[dict[str, Any]] = []
-        self.starts: list[dict[str, Any]] = []
-        self.plan: str | None = None
-        self.thread = threading.Thread(target=self._run, name="train-progress", daemon=True)
-
-    def __enter__(self) -> "_ProgressPump":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop.set()
-        try:
-            self.q.put_nowait(dict(_PUMP_STOP))
-        except Exception:                # full, or the queue actor died: the get times out
-            pass
-        self.thread.join(timeout=30)
-        self._drain_all()
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            try:
-                record = self.q.get(block=True, timeout=self.poll_s)
-            except queue_mod.Empty:
-                continue
-            except Exception:            # the queue actor died: nothing more will come
-                if self.stop.wait(self.poll_s):
-                    return
-                continue
-            if record == _PUMP_STOP:
-                return
-            self._handle(record)
-
-    def _drain_all(self) -> None:
-        try:
-            while not self.q.empty():
-                record = self.q.get_nowait()
-                if record != _PUMP_STOP:
-                    self._handle(record)
-        except Exception:
-            pass
-
-    def _handle(self, record: dict[str, Any]) -> None:
-        record = dict(record)
-        kind = str(record.pop("kind", "progress"))
-        with self.lock:
-            try:
-                if kind == "sharding_plan":
-                    self.plan = record.get("plan")
-                    return
-                if kind == "epoch":
-                    self.epochs.append(record)
-                if kind == "started":
-                    self.starts.append(record)
-                    if record.get("resumed"):
-                        self.reporter.log(f"workers resumed from a checkpoint with "
-                                          f"{record.get('epochs_done')} epoch(s) done")
-                values = {k: v for k, v in record.items() if isinstance(v, (int, float, str, bool))}
-                self.reporter.metrics(kind, values)
-            except Exception as e:       # a broken reporter must not kill the driver
-                print(f"progress reporter failed: {e!r}", flush=True)
 
 
 def load_unsharded(checkpoint_dir: str, params: TrainingParams, feature_spec: FeatureSpec) -> DLRM:
@@ -431,7 +352,7 @@ def train(spec: TrainJobSpec, reporter: Reporter, *,
                  f"{window.train_rows} rows, validating on the last {window.rows - window.train_rows} "
                  f"({'GPU' if params.uses_gpu else 'CPU'}), run {spec.run_name} under {storage}")
     try:
-        with _ProgressPump(progress_q, reporter) as pump, ray_train_env():
+        with ProgressPump(progress_q, reporter) as pump, ray_train_env():
             result = trainer.fit()
     finally:
         try:
@@ -448,7 +369,7 @@ def train(spec: TrainJobSpec, reporter: Reporter, *,
     return out
 
 
-def export_best(spec: TrainJobSpec, feature_spec: FeatureSpec, result: Any, pump: _ProgressPump,
+def export_best(spec: TrainJobSpec, feature_spec: FeatureSpec, result: Any, pump: ProgressPump,
                 window: _Window, storage: str, reporter: Reporter, warm_started: bool = False) -> TrainResult:
     """Write the best epoch's checkpoint as the model version; describe the run."""
     params = spec.params

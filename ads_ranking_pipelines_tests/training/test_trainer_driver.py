@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import queue
 
-from ads_ranking_pipelines.training.trainer import _ProgressPump
+from ads_ranking_pipelines.training.progress_pump import ProgressPump
 
 
 class Records:
@@ -23,7 +23,7 @@ def test_leaving_the_pump_does_not_wait_out_its_blocking_get():
     q: queue.Queue = queue.Queue()
     reporter = Records()
     # an hour-long get: a pump that waited for it to time out would still be running below
-    pump = _ProgressPump(q, reporter, poll_s=3600.0)
+    pump = ProgressPump(q, reporter, poll_s=3600.0)
     with pump:
         q.put({"kind": "epoch", "epoch": 1, "loss": 0.5})
         q.put({"kind": "progress", "step": 3})
