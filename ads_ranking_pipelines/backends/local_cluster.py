@@ -301,8 +301,9 @@ class LocalRayCluster:
     def _await_raylet_socket(self, pid: int, before: int, timeout_s: float) -> None:
         """Wait until the node ``pid`` has bound its raylet socket (there are more than
         ``before``) or has exited. All nodes share the head's session directory, where Ray
-        names a new node's sockets "the first name not taken" without creating the file: two nodes starting at once took the same socket and
-        one never registered ("The current node timed out during startup")."""
+        names a new node's sockets "the first name not taken" without creating the file: two
+        nodes starting at once took the same socket and one never registered ("The current
+        node timed out during startup")."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and self._proc_alive(pid):
             if self._raylet_sockets() > before:
