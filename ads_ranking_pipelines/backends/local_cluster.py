@@ -95,6 +95,10 @@ class LocalRayCluster:
         self.state_dir = state_dir
         self._procs: dict[int, subprocess.Popen] = {}
         self._logs: dict[int, Path] = {}
+        # Every port given to this cluster's nodes (the head's GCS and dashboard ports are not
+        # bound until its node is up, and a freed port is readily handed out again).
+        self._ports: set[int] = {int(state.gcs_address.rsplit(":", 1)[1]),
+                                 int(state.dashboard_url.rsplit(":", 1)[1])}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._monitor: threading.Thread | None = None
@@ -214,7 +218,7 @@ class LocalRayCluster:
         return 0.0 if request.workers > 0 else request.head_cpus
 
     def _spawn(self, node_args: list[str], role: str) -> subprocess.Popen:
-        p1, p2, p3, p4, p5, p6, p7 = free_ports(7)
+        p1, p2, p3, p4, p5, p6, p7 = self._node_ports()
         cmd = [
             str(Path(_bin_dir()) / "ray"), "start", "--block", f"--node-ip-address={NODE_IP}",
             f"--node-manager-port={p1}", f"--object-manager-port={p2}",
@@ -234,6 +238,12 @@ class LocalRayCluster:
         self._procs[proc.pid] = proc
         self._logs[proc.pid] = logs
         return proc
+
+    def _node_ports(self) -> list[int]:
+        """Seven ports for one more node, none given to this cluster before."""
+        ports = free_ports(7, avoid=self._ports)
+        self._ports.update(ports)
+        return ports
 
     def add_worker(self) -> int:
         req = ClusterRequest.model_validate(self.state.request)
