@@ -32,7 +32,8 @@ import requests
 from ads_ranking_pipelines.backends.base import BackendError
 from ads_ranking_pipelines.backends.ports import free_ports
 from ads_ranking_pipelines.backends.processes import pid_alive, pids_mentioning, process_start
-from ads_ranking_pipelines.config.cluster import CPU_POOL_WORKER_CPUS, ClusterRequest
+from ads_ranking_pipelines.config.cluster import CPU_POOL_WORKER_CPUS, CPU_POOL_WORKER_MEMORY, ClusterRequest
+from ads_ranking_pipelines.config.quantity import parse_memory
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,19 @@ HOST = "127.0.0.1"
 # Ray rewrites 127.0.0.1 / localhost given as a node address into the machine's routable
 # address; another loopback address is taken as given, so every node stays on loopback.
 NODE_IP = "127.0.0.2"
-OBJECT_STORE_BYTES = 256 * 1024**2
+# A node's object store: Ray's own default share of the node's memory, which is what a KubeRay
+# pod of the same request gets (Ray reads the container's memory limit). It was a fixed 256 MiB
+# per node here: a training window larger than that (3.2M rows a day: ~0.5 GiB) was spilled to
+# disk and read back every epoch. Shared memory is taken as objects arrive, not at start.
+OBJECT_STORE_FRACTION = 0.3
+OBJECT_STORE_MIN_BYTES = 256 * 1024**2
+
+
+def object_store_bytes(request: ClusterRequest, role: str) -> int:
+    """Object store of the head (``head_memory``) or of a worker node (``memory_per_worker``,
+    else the CPU-pool default)."""
+    memory = request.head_memory if role == "head" else (request.memory_per_worker or CPU_POOL_WORKER_MEMORY)
+    return max(OBJECT_STORE_MIN_BYTES, int(parse_memory(memory) * OBJECT_STORE_FRACTION))
 
 
 def _worker_cpus(request: ClusterRequest) -> float:
@@ -148,7 +161,7 @@ class LocalRayCluster:
     # ---- lifecycle -------------------------------------------------------------------------
     @classmethod
     def start(cls, request: ClusterRequest, state_dir: str | Path, start_timeout_s: float = 120,
-              object_store_bytes: int = OBJECT_STORE_BYTES, *, run_id: str | None = None,
+              *, run_id: str | None = None,
               session: bool = False, attempts: int = 2) -> "LocalRayCluster":
         """Start the head, then the worker nodes (START_WAVE at a time), and wait until all have joined.
 
@@ -162,7 +175,7 @@ class LocalRayCluster:
             raise BackendError(f"a local Ray cluster named {request.name!r} is already running "
                                f"(dashboard {existing.state.dashboard_url}); delete it or pick another name")
         for attempt in range(1, attempts + 1):
-            cluster = cls._new(request, state_dir, object_store_bytes, run_id=run_id, session=session)
+            cluster = cls._new(request, state_dir, run_id=run_id, session=session)
             try:
                 cluster._bring_up(request, start_timeout_s)
                 return cluster
@@ -177,7 +190,7 @@ class LocalRayCluster:
         raise AssertionError("unreachable")
 
     @classmethod
-    def _new(cls, request: ClusterRequest, state_dir: Path, object_store_bytes: int, *,
+    def _new(cls, request: ClusterRequest, state_dir: Path, *,
              run_id: str | None, session: bool) -> "LocalRayCluster":
         # Short path: Ray's unix socket paths must stay under ~107 characters.
         temp_dir = tempfile.mkdtemp(prefix="arp-", dir="/tmp")
@@ -194,7 +207,6 @@ class LocalRayCluster:
             run_id=run_id or "", session=session,
         )
         cluster = cls(state, state_dir)
-        cluster._object_store_bytes = object_store_bytes
         return cluster
 
     def _bring_up(self, request: ClusterRequest, timeout_s: float) -> None:
@@ -224,7 +236,7 @@ class LocalRayCluster:
             f"--node-manager-port={p1}", f"--object-manager-port={p2}",
             f"--dashboard-agent-listen-port={p3}", f"--dashboard-agent-grpc-port={p4}",
             f"--runtime-env-agent-port={p5}", f"--metrics-export-port={p6}",
-            f"--object-store-memory={getattr(self, '_object_store_bytes', OBJECT_STORE_BYTES)}",
+            f"--object-store-memory={object_store_bytes(ClusterRequest.model_validate(self.state.request), role)}",
             "--num-gpus=0", "--disable-usage-stats",
             *node_args,
         ]
@@ -450,7 +462,9 @@ class LocalRayCluster:
             dest = self.state_dir / f"{self.name}.logs"
             shutil.rmtree(dest, ignore_errors=True)
             with contextlib.suppress(OSError):
-                shutil.copytree(self.state.temp_dir, dest, ignore=shutil.ignore_patterns("sockets", "home", "auth_token", "*.sock", "runtime_resources"), symlinks=True, ignore_dangling_symlinks=True)
+                shutil.copytree(self.state.temp_dir, dest, symlinks=True, ignore_dangling_symlinks=True,
+                                ignore=shutil.ignore_patterns("sockets", "home", "auth_token", "*.sock",
+                                                              "runtime_resources"))
             log.warning("Ray node logs of %s kept in %s", self.name, dest)
         shutil.rmtree(self.state.temp_dir, ignore_errors=True)
         with contextlib.suppress(FileNotFoundError):

@@ -14,9 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
+import requests
 
 from ads_ranking_pipelines.backends.base import BackendError
-from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
+from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster, object_store_bytes
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines_tests.conftest import wait_no_processes
 
@@ -91,6 +92,24 @@ def test_a_worker_node_that_dies_twice_fails_the_start_with_its_log(tmp_path) ->
     assert wait_no_processes(killer.temp_dirs[-1]) == []
 
 
+def test_object_store_is_ray_s_share_of_each_node_s_memory() -> None:
+    gib = 2**30
+    default = ClusterRequest(name="os")
+    assert object_store_bytes(default, "head") == int(0.3 * 4 * gib)
+    assert object_store_bytes(default, "worker") == int(0.3 * 4 * gib)       # the CPU-pool default
+    big = ClusterRequest(name="os", memory_per_worker="16Gi", head_memory="8Gi")
+    assert object_store_bytes(big, "worker") == int(0.3 * 16 * gib)
+    assert object_store_bytes(big, "head") == int(0.3 * 8 * gib)
+    assert object_store_bytes(ClusterRequest(name="os", memory_per_worker="512Mi"), "worker") == 256 * 2**20
+
+
+def node_details(cluster: LocalRayCluster) -> list[dict]:
+    r = requests.get(f"{cluster.state.dashboard_url}/api/v0/nodes", params={"detail": "true", "limit": 100},
+                     headers=cluster.auth_headers(), timeout=10)
+    r.raise_for_status()
+    return [n for n in r.json()["data"]["result"]["result"] if n["state"] == "ALIVE"]
+
+
 @pytest.mark.ray
 def test_worker_nodes_start_together_without_taking_each_others_sockets(tmp_path, caplog) -> None:
     """Worker nodes start while the head registers, a wave at a time; each waits only for the
@@ -98,10 +117,14 @@ def test_worker_nodes_start_together_without_taking_each_others_sockets(tmp_path
     names a new node's sockets "the first free name" without creating the file: two nodes started
     at once took the same socket and one never registered). No node is started twice."""
     caplog.set_level("WARNING", logger="ads_ranking_pipelines.backends.local_cluster")
-    cluster = LocalRayCluster.start(ClusterRequest(name="wave", workers=3), tmp_path / "clusters",
-                                    start_timeout_s=60, attempts=1)
+    cluster = LocalRayCluster.start(ClusterRequest(name="wave", workers=3, memory_per_worker="2Gi"),
+                                    tmp_path / "clusters", start_timeout_s=60, attempts=1)
     try:
         assert cluster.alive_nodes() == 4
+        # Each node's object store is 30 % of its memory, as Ray sizes it in a KubeRay pod
+        # (head_memory 4Gi, memory_per_worker 2Gi); it was 256 MiB for every node.
+        stores = sorted(n["resources_total"]["object_store_memory"] for n in node_details(cluster))
+        assert stores == pytest.approx([0.6 * 2**30] * 3 + [1.2 * 2**30], rel=0.01), stores
         assert len(cluster.live_worker_pids()) == 3
         sockets = sorted(p.name for p in (Path(cluster.state.temp_dir) / "session_latest" / "sockets").iterdir()
                          if p.name.startswith("raylet"))
