@@ -228,7 +228,8 @@ def _fmt_ratio(rec: dict[str, Any] | None) -> str:
         extra += f" ({_k(rec.get('ours_rows_per_s'))} vs {_k(rec.get('bare_rows_per_s'))} rows/s"
         extra += f"; warm {fmt_spread(rec['ratio_warm'])})" if isinstance(rec.get("ratio_warm"), dict) else ")"
     elif rec.get("bench") == "P4":
-        extra = f" ({rec.get('overhead_s')} of {rec.get('total_s')} s)"
+        extra = f" ({rec.get('overhead_s')} of {rec.get('total_s')} s"
+        extra += f"; strict {rec['strict_overhead_s']} s)" if rec.get("strict_overhead_s") is not None else ")"
     elif rec.get("bench") == "Q1":
         return f"{r:+.4f} AUC ({', '.join(rec.get('results', {}))})"
     elif rec.get("bench") == "P5":
@@ -272,6 +273,10 @@ def interpret(records: dict[str, dict[str, Any]]) -> list[str]:
                    f"{b.get('cluster_start_s')} s (alone: provision {alone.get('provision_s')} s, teardown "
                    f"{alone.get('teardown_s')} s), teardown in the run {b.get('teardown_s')} s, and per Ray job the "
                    "submit, job-driver start (interpreter, imports, ray.init) and exit/poll/drain; see breakdown.steps.")
+        if p4.get("strict_overhead_s") is not None:
+            out.append(f"P4 strict (the training job's read, Ray Train start and export as overhead too): "
+                       f"{p4['strict_overhead_s']:.0f} s ({p4['strict_ratio']:.0%}); window read "
+                       f"{b.get('training_read_s')} s, training job outside its epochs {b.get('training_not_epochs_s')} s.")
     q1 = records.get("Q1")
     if q1 and q1.get("ratio") is not None:
         for name, r in q1.get("results", {}).items():

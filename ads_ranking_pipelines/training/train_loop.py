@@ -245,7 +245,9 @@ def profile_metrics(w: Worker, epoch_s: float) -> dict[str, Any]:
 
 @torch.no_grad()
 def validate(w: Worker, batches: Iterable[Mapping[str, np.ndarray]]) -> dict[str, float]:
-    """Logloss and AUC of the model on the validation slice, over the rows of every rank."""
+    """Logloss and AUC of the model on the validation slice, over the rows of every rank, and the
+    seconds the pass took (``valid_s``)."""
+    t0 = time.perf_counter()
     w.sm.model.eval()
     probs, labels = [], []
     try:
@@ -266,6 +268,7 @@ def validate(w: Worker, batches: Iterable[Mapping[str, np.ndarray]]) -> dict[str
         out["valid_auc"] = auc(y, p)
     except MetricError:
         pass
+    out["valid_s"] = round(time.perf_counter() - t0, 3)
     return out
 
 

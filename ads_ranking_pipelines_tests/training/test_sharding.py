@@ -118,6 +118,7 @@ def test_training_stops_when_validation_stops_improving_and_keeps_the_best_epoch
     r0 = res[0]
     losses = [m["valid_logloss"] for m in r0["reports"]]
     assert all(m["selection_loss"] == pytest.approx(m["valid_logloss"] - m["valid_auc"]) for m in r0["reports"])
+    assert all(0 < m["valid_s"] < 60 for m in r0["reports"])       # the validation pass's own seconds
     losses = [m["selection_loss"] for m in r0["reports"]]
     assert r0["best"] == 1 + int(np.argmin(losses))                 # the best epoch is recorded
     assert [m["is_best"] for m in r0["reports"]].count(True) >= 1
