@@ -124,6 +124,11 @@ class LocalRayCluster:
         return self.state.name
 
     @property
+    def request(self) -> ClusterRequest:
+        """The request the cluster was started from (kept in its state file)."""
+        return ClusterRequest.model_validate(self.state.request)
+
+    @property
     def token_file(self) -> Path:
         return Path(self.state.temp_dir) / "auth_token"
 
@@ -236,7 +241,7 @@ class LocalRayCluster:
             f"--node-manager-port={p1}", f"--object-manager-port={p2}",
             f"--dashboard-agent-listen-port={p3}", f"--dashboard-agent-grpc-port={p4}",
             f"--runtime-env-agent-port={p5}", f"--metrics-export-port={p6}",
-            f"--object-store-memory={object_store_bytes(ClusterRequest.model_validate(self.state.request), role)}",
+            f"--object-store-memory={object_store_bytes(self.request, role)}",
             "--num-gpus=0", "--disable-usage-stats",
             *node_args,
         ]
@@ -258,7 +263,7 @@ class LocalRayCluster:
         return ports
 
     def add_worker(self) -> int:
-        req = ClusterRequest.model_validate(self.state.request)
+        req = self.request
         with self._lock:
             # All nodes share one session log dir here: only the head's log monitor may forward
             # worker output to drivers, or every line arrives once per node.

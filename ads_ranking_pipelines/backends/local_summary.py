@@ -33,4 +33,4 @@ def summarize(cluster: LocalRayCluster, probe: bool = True) -> LocalSummary:
     created = None
     with contextlib.suppress(ValueError):
         created = dt.datetime.fromisoformat(cluster.state.created_at)
-    return LocalSummary(ClusterRequest.model_validate(cluster.state.request), alive, ready, created)
+    return LocalSummary(cluster.request, alive, ready, created)

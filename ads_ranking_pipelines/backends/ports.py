@@ -22,7 +22,7 @@ def free_ports(n: int, host: str = "127.0.0.1", avoid: Collection[int] = ()) -> 
     try:
         for _ in range(MAX_DRAWS):
             if len(ports) == n:
-                return ports
+                break
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             s.bind((host, 0))
@@ -30,9 +30,9 @@ def free_ports(n: int, host: str = "127.0.0.1", avoid: Collection[int] = ()) -> 
             port = s.getsockname()[1]
             if port not in avoid:
                 ports.append(port)
-        if len(ports) == n:
-            return ports
-        raise RuntimeError(f"found only {len(ports)} of {n} free ports on {host} outside the {len(avoid)} to avoid")
     finally:
         for s in socks:
             s.close()
+    if len(ports) < n:
+        raise RuntimeError(f"found only {len(ports)} of {n} free ports on {host} outside the {len(avoid)} to avoid")
+    return ports
