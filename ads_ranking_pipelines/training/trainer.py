@@ -1,17 +1,18 @@
-"""The training driver: Ray Data window -> Ray Train (TorchRec DMP workers) -> a model version.
+"""The training driver: the window -> Ray Train (TorchRec DMP workers) -> a model version.
 
 ``train(spec, reporter)`` runs in the Ray driver (a Ray job's entrypoint, or any process that
 can ``ray.init``). It
 
-1. reads the window's parquet days (``day_uri(spec.source.uri, d)`` for ``d in spec.train_days``),
-   only the feature/label columns, and transforms them to ``dense``/``sparse``/``label`` columns,
-2. materializes the dataset (with 1-CPU workers filling a small cluster, streaming reads would
-   never get a CPU and training would hang),
-3. runs a ``TorchTrainer`` of ``ray_train_worker.train_loop_per_worker`` (checkpoint per epoch; a
+1. reads the window's parquet days (only the feature/label columns), transforms them to
+   ``dense``/``sparse``/``label``, holds out the time-last part for validation, shuffles the
+   rest and puts both in this node's object store as Ray Datasets (``window.py``: why in the
+   driver; the datasets are already materialized, so the 1-CPU workers filling a small
+   cluster never wait for a read task that cannot get a CPU),
+2. runs a ``TorchTrainer`` of ``ray_train_worker.train_loop_per_worker`` (checkpoint per epoch; a
    restarted worker group or a re-launched run with the same ``run_name`` resumes from the
    latest checkpoint),
-4. forwards live progress records from rank 0 (a ``ray.util.queue.Queue``) to the reporter,
-5. loads the final DCP checkpoint into an unsharded CPU model here (no process group: DCP
+3. forwards live progress records from rank 0 (a ``ray.util.queue.Queue``) to the reporter,
+4. loads the final DCP checkpoint into an unsharded CPU model here (no process group: DCP
    reassembles the shards into plain tensors) and writes it to ``spec.model_uri``.
 """
 
@@ -30,11 +31,9 @@ import torch.distributed.checkpoint as dcp
 
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.storage import fs
-from ads_ranking_pipelines.storage.layout import day_uri
 from ads_ranking_pipelines.training.export import save_model_version
-from ads_ranking_pipelines.training.features import FeatureSpec, transform
+from ads_ranking_pipelines.training.features import FeatureSpec
 from ads_ranking_pipelines.training.model import DLRM, build_model
-from ads_ranking_pipelines.training.parquet_io import footer_readers
 from ads_ranking_pipelines.training.progress_pump import ProgressPump
 from ads_ranking_pipelines.training.reporting import Reporter
 from ads_ranking_pipelines.training import warm_start
@@ -42,6 +41,7 @@ from ads_ranking_pipelines.training.sharding import format_plan
 from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
 from ads_ranking_pipelines.training.ray_train_worker import DATASET_NAME, VALID_DATASET_NAME, train_loop_per_worker
 from ads_ranking_pipelines.training.train_loop import SELECTION_METRIC, quiet_warnings, read_train_state
+from ads_ranking_pipelines.training.window import Window, load_window
 
 CHECKPOINTS_TO_KEEP = 2
 # Ray Train's controller checks its worker group every RAY_TRAIN_HEALTH_CHECK_INTERVAL_S (2 s by
@@ -79,70 +79,6 @@ class TrainResult:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-def _transform_batch(batch: Any, spec: FeatureSpec) -> dict[str, Any]:
-    return transform(batch, spec)
-
-
-def read_window(spec: TrainJobSpec, feature_spec: FeatureSpec):
-    """The training window as a Ray Dataset of ``dense``/``sparse``/``label`` (not yet materialized)."""
-    import ray.data
-
-    if not spec.train_days:
-        raise ValueError("train_days is empty")
-    if not spec.source.uri:
-        raise ValueError("spec.source.uri must be resolved before training")
-    from ads_ranking_pipelines.events.layout import part_uris
-
-    parts = {d: part_uris(spec.source.uri, d, spec.source.completeness) for d in spec.train_days}
-    missing = [day_uri(spec.source.uri, d) for d, p in parts.items() if not p]
-    if missing:
-        raise FileNotFoundError(f"training window has no events for {len(missing)} day(s): {missing}")
-    files = [fs.normalize(u) for d in spec.train_days for u in parts[d]]
-    ds = ray.data.read_parquet(files, columns=feature_spec.read_columns, partitioning=None)
-    return ds.map_batches(_transform_batch, fn_kwargs={"spec": feature_spec}, batch_format="pyarrow")
-
-
-def on_driver_node(ds):
-    """Re-home a materialized dataset's blocks in this (the driver's) node's object store.
-
-    Read tasks leave blocks on whichever worker node ran them. If that node is lost, Ray would
-    rebuild the blocks by re-running the read tasks — which need a CPU that the restarted
-    training workers hold, so the resumed run would wait forever. Blocks owned and stored by
-    the driver live exactly as long as the job does.
-    """
-    import ray
-    import ray.data
-
-    return ray.data.from_arrow(ray.get(ds.to_arrow_refs()))
-
-
-def split_validation(ds, rows: int, fraction: float):
-    """(train, validation): the validation slice is the last ``fraction`` of the rows in time.
-
-    ``ds`` must be materialized in file order (days in order, rows in time order within a day).
-    Returns ``(ds, None)`` when there is nothing to hold out.
-    """
-    n_valid = int(round(rows * fraction))
-    if fraction <= 0 or n_valid < 1 or rows - n_valid < 1:
-        return ds, None
-    train, valid = ds.split_at_indices([rows - n_valid])
-    return train, valid
-
-
-def count_ids(ds, feature_spec: FeatureSpec) -> dict[str, Any]:
-    """How often each table row's id occurs in ``ds`` (transformed rows), per sparse column."""
-    import numpy as np
-
-    sizes = feature_spec.table_sizes
-    counts = {f: np.zeros(n, dtype=np.int64) for f, n in sizes.items()}
-    if not counts:
-        return {}
-    for batch in ds.iter_batches(batch_size=65_536, batch_format="numpy"):
-        for j, f in enumerate(feature_spec.sparse_columns):
-            counts[f] += np.bincount(batch["sparse"][:, j], minlength=sizes[f])
-    return {f: c.astype(np.float32) for f, c in counts.items()}
 
 
 def _resources(params: TrainingParams) -> dict[str, float]:
@@ -217,42 +153,22 @@ def best_checkpoint(result: Any, best_epoch: int):
     raise RuntimeError(f"the checkpoint of the best epoch ({best_epoch}) was not kept")
 
 
-@dataclass
-class _Window:
-    train: Any                       # Ray Dataset, shuffled
-    valid: Any | None                # Ray Dataset, the time-last slice, or None
-    rows: int
-    train_rows: int
-
-
-def prepare_window(spec: TrainJobSpec, feature_spec: FeatureSpec, reporter: Reporter) -> _Window:
-    """Read the window in time order, hold out its last part, shuffle the rest (all materialized)."""
+def prepare_window(spec: TrainJobSpec, feature_spec: FeatureSpec, reporter: Reporter) -> Window:
+    """The window, read and shuffled in this driver (``window.load_window``), with its figures reported."""
     import ray.data
-
-    from ads_ranking_pipelines.events.layout import part_uris
 
     t0 = time.perf_counter()
     params = spec.params
-    reporter.log(f"reading {len(spec.train_days)} day(s) of events from {spec.source.uri}")
+    # Ray Train hands the blocks to the workers through streaming_split; with preserve_order it
+    # deals them out in order and ignores the workers' locality (every block is on this node
+    # anyway), so a seed gives each rank the same rows on any cluster layout.
     ray.data.DataContext.get_current().execution_options.preserve_order = True
-    with footer_readers(sum(len(part_uris(spec.source.uri, d, spec.source.completeness)) for d in spec.train_days)):
-        ds = on_driver_node(read_window(spec, feature_spec).materialize())
-    rows = ds.count()
-    if rows == 0:
-        raise ValueError(f"the training window {[d.isoformat() for d in spec.train_days]} has no rows")
-    train_ds, valid_ds = split_validation(ds, rows, params.validation_fraction)
-    if valid_ds is not None:
-        # the split's tasks leave the block they cut on whichever node ran them: re-home it too, or
-        # a lost node takes it along and the resumed workers wait forever for its re-computation
-        valid_ds = on_driver_node(valid_ds)
-    # rows arrive in time order: shuffle them once (a batch of one hour's rows would teach the
-    # model, and the batch statistics of its dense normalization, that hour only); epochs
-    # reshuffle locally (shuffle_buffer)
-    train_ds = on_driver_node(train_ds.random_shuffle(seed=params.seed).materialize())
-    train_rows = train_ds.count()
-    reporter.metrics("dataset", {"rows": rows, "train_rows": train_rows, "valid_rows": rows - train_rows,
-                                 "days": len(spec.train_days), "read_s": round(time.perf_counter() - t0, 2)})
-    return _Window(train_ds, valid_ds, rows, train_rows)
+    reporter.log(f"reading {len(spec.train_days)} day(s) of events from {spec.source.uri}")
+    window = load_window(spec, feature_spec, with_id_counts=params.min_id_count > 1 or params.count_features)
+    reporter.metrics("dataset", {"rows": window.rows, "train_rows": window.train_rows,
+                                 "valid_rows": window.rows - window.train_rows, "days": len(spec.train_days),
+                                 "read_s": round(time.perf_counter() - t0, 2)})
+    return window
 
 
 def _progress_queue():
@@ -268,10 +184,9 @@ def _progress_queue():
     })
 
 
-def _worker_config(params: TrainingParams, feature_spec: FeatureSpec, window: _Window, progress_q: Any,
+def _worker_config(params: TrainingParams, feature_spec: FeatureSpec, window: Window, progress_q: Any,
                   extra: dict[str, Any] | None, warm_ref: Any = None) -> dict[str, Any]:
     """The config every worker's ``train_loop_per_worker`` receives (see ``ray_train_worker``)."""
-    counts = params.min_id_count > 1 or params.count_features
     return {
         "params": params.model_dump(mode="json"),
         "feature_spec": dataclasses.asdict(feature_spec),
@@ -283,7 +198,7 @@ def _worker_config(params: TrainingParams, feature_spec: FeatureSpec, window: _W
         "equal_shards": True,
         "has_validation": window.valid is not None,
         "shuffle_buffer": 4 * params.batch_size,
-        "id_counts": count_ids(window.train, feature_spec) if counts else None,
+        "id_counts": window.id_counts,
         "warm_start": warm_ref,
         **(extra or {}),
     }
@@ -303,7 +218,7 @@ def _torch_config(uses_gpu: bool):
     return TorchConfig(backend="gloo", timeout_s=GLOO_COLLECTIVE_TIMEOUT_S)
 
 
-def _trainer(spec: TrainJobSpec, config: dict[str, Any], window: _Window, storage: str):
+def _trainer(spec: TrainJobSpec, config: dict[str, Any], window: Window, storage: str):
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
@@ -370,7 +285,7 @@ def train(spec: TrainJobSpec, reporter: Reporter, *,
 
 
 def export_best(spec: TrainJobSpec, feature_spec: FeatureSpec, result: Any, pump: ProgressPump,
-                window: _Window, storage: str, reporter: Reporter, warm_started: bool = False) -> TrainResult:
+                window: Window, storage: str, reporter: Reporter, warm_started: bool = False) -> TrainResult:
     """Write the best epoch's checkpoint as the model version; describe the run."""
     params = spec.params
     with result.checkpoint.as_directory() as ckpt_dir:

@@ -117,3 +117,16 @@ def test_row_group_sizes_reads_every_footer_in_order(tmp_path):
         uris.append(uri)
     assert row_group_sizes(uris, threads=3) == [(uris[0], [4, 4, 2]), (uris[1], [7]), (uris[2], [0]),
                                                  (uris[3], [3, 3, 3])]
+
+
+def test_written_rows_counts_the_parquet_files_from_their_footers(tmp_path):
+    from ads_ranking_pipelines.training.inference import written_rows
+
+    out = tmp_path / "scores"
+    out.mkdir()
+    for i, rows in enumerate([5, 0, 12]):
+        pq.write_table(pa.table({"score": np.zeros(rows, np.float32)}), str(out / f"{i}_000000.parquet"),
+                       row_group_size=4)
+    (out / "_SUCCESS").write_text("{}")
+    assert written_rows(str(out)) == 17
+    assert written_rows(str(tmp_path / "nothing")) == 0

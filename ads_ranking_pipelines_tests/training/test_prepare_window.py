@@ -42,7 +42,8 @@ class Quiet:
 spec = TrainJobSpec.model_validate_json(sys.argv[1])
 ray.init(log_to_driver=False)
 window = prepare_window(spec, FeatureSpec.from_source(spec.source, spec.params.hash_buckets), Quiet())
-print(json.dumps({"rows": window.rows, "valid_rows": window.rows - window.train_rows}), flush=True)
+print(json.dumps({"rows": window.rows, "valid_rows": window.rows - window.train_rows,
+                  "preserve_order": ray.data.DataContext.get_current().execution_options.preserve_order}), flush=True)
 sys.stdin.readline()                      # the worker node is gone now
 out = {}
 for name, ds in (("train", window.train), ("validation", window.valid)):
@@ -58,7 +59,7 @@ os._exit(0)     # no interpreter shutdown: Ray Data's executors must not wake Ra
 
 def test_a_lost_worker_node_loses_no_block_of_the_window(ads_home, tmp_path):
     """On the backend's local cluster the head, where the driver runs, has no CPU when there are
-    worker nodes (as on KubeRay): every read and split task runs on the worker node. Once that
+    worker nodes (as on KubeRay): every task runs on the worker node. Once that
     node is gone (and not replaced: no CPU anywhere, as when restarted training workers hold
     them all), every block of the window must still be readable at once."""
     days = [dt.date(2026, 11, 1), dt.date(2026, 11, 2)]
@@ -79,5 +80,5 @@ def test_a_lost_worker_node_loses_no_block_of_the_window(ads_home, tmp_path):
             out, err = driver.communicate("go\n", timeout=240)
         finally:
             driver.kill()
-    assert sizes == {"rows": 3000, "valid_rows": 900}, err[-3000:] if driver.returncode else sizes
+    assert sizes == {"rows": 3000, "valid_rows": 900, "preserve_order": True}, err[-3000:] if driver.returncode else sizes
     assert json.loads(out.strip().splitlines()[-1]) == {"train": 2100, "validation": 900}, err[-3000:]

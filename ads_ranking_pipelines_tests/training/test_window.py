@@ -1,0 +1,113 @@
+"""The training window read in the driver: time order, the held-out tail, one seeded shuffle,
+Ray blocks that hold exactly the transformed rows."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from ads_ranking_pipelines.config.source import SourceConfig
+from ads_ranking_pipelines.config.training import TrainingParams
+from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
+from ads_ranking_pipelines.events.layout import MissingPartitionsError
+from ads_ranking_pipelines.training.features import FeatureSpec, transform
+from ads_ranking_pipelines.training.window import hold_out, id_counts, load_window, read_arrays, shuffled
+
+from ._toy import write_days
+
+DAYS = [dt.date(2026, 11, 1), dt.date(2026, 11, 2)]
+
+
+def _spec(tmp_path, days=DAYS, **params) -> TrainJobSpec:
+    return TrainJobSpec(params=TrainingParams(hash_buckets=100, embedding_dim=8, **params),
+                        source=SourceConfig(uri=str(tmp_path / "events")), train_days=tuple(days),
+                        model_version="v1", model_uri=str(tmp_path / "m"), ray_storage_uri=str(tmp_path / "r"),
+                        run_name="w")
+
+
+def _arrays(n: int) -> dict[str, np.ndarray]:
+    return {"dense": np.arange(2 * n, dtype=np.float32).reshape(n, 2), "sparse": np.arange(3 * n).reshape(n, 3) % 7,
+            "label": (np.arange(n) % 2).astype(np.float32)}
+
+
+def test_the_validation_rows_are_the_last_in_time_and_the_rest_is_shuffled_once_by_seed() -> None:
+    arrays = _arrays(100)
+    train, valid = hold_out(arrays, 0.1)
+    assert valid is not None and len(valid["label"]) == 10 and len(train["label"]) == 90
+    assert (valid["dense"][:, 0] == np.arange(180, 200, 2)).all()        # rows 90..99, in order
+    a, b, c = shuffled(train, 1), shuffled(train, 1), shuffled(train, 2)
+    assert all((a[k] == b[k]).all() for k in a) and not (a["dense"] == c["dense"]).all()
+    assert not (a["dense"] == train["dense"]).all()
+    order = (a["dense"][:, 0] // 2).astype(int)                            # every row once, rows kept whole
+    assert sorted(order) == list(range(90))
+    assert (a["sparse"] == train["sparse"][order]).all() and (a["label"] == train["label"][order]).all()
+    assert hold_out(arrays, 0.0) == (arrays, None)
+    assert hold_out(_arrays(1), 0.5)[1] is None                            # nothing left to train on
+
+
+def test_id_counts_count_each_table_row() -> None:
+    spec = FeatureSpec("label", ("d",), ("s0", "s1"), 5)
+    sparse = np.array([[0, 4], [0, 1], [3, 1]])
+    counts = id_counts(sparse, spec)
+    assert counts["s0"].tolist() == [2, 0, 0, 1, 0] and counts["s1"].tolist() == [0, 2, 0, 0, 1]
+    assert counts["s0"].dtype == np.float32
+
+
+def test_read_arrays_are_the_days_in_order_transformed(tmp_path) -> None:
+    frame = write_days(str(tmp_path / "events"), DAYS, rows_per_day=300)
+    spec = _spec(tmp_path)
+    fspec = FeatureSpec.from_source(spec.source, spec.params.hash_buckets)
+    got, want = read_arrays(spec, fspec), transform(frame, fspec)
+    assert all(np.array_equal(got[k], want[k]) for k in want)
+
+
+def test_a_missing_day_is_named(tmp_path) -> None:
+    write_days(str(tmp_path / "events"), DAYS[:1], rows_per_day=50)
+    spec = _spec(tmp_path)
+    with pytest.raises(MissingPartitionsError, match="2026-11-02"):
+        read_arrays(spec, FeatureSpec.from_source(spec.source, spec.params.hash_buckets))
+
+
+# Ray runs in a child process: one in-process ``ray.init`` per pytest process (see test_inference)
+LOAD = """
+import sys, tempfile
+import numpy as np
+import ray
+from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
+from ads_ranking_pipelines.training import window
+from ads_ranking_pipelines.training.features import FeatureSpec
+
+ray.init(num_cpus=1, include_dashboard=False, _temp_dir=tempfile.mkdtemp(prefix="rw", dir="/tmp"))
+window.BLOCK_ROWS = 128                         # several blocks from a small window
+spec = TrainJobSpec.model_validate_json(sys.argv[1])
+fspec = FeatureSpec.from_source(spec.source, spec.params.hash_buckets)
+w = window.load_window(spec, fspec, with_id_counts=True)
+train = w.train.take_batch(10_000, batch_format="numpy")
+valid = w.valid.take_batch(10_000, batch_format="numpy")
+np.savez(sys.argv[2], rows=w.rows, train_rows=w.train_rows, blocks=[w.train.num_blocks(), w.valid.num_blocks()],
+         **{f"train_{k}": v for k, v in train.items()}, **{f"valid_{k}": v for k, v in valid.items()},
+         **{f"count_{k}": v for k, v in w.id_counts.items()})
+"""
+
+
+def test_the_window_datasets_hold_every_row_once(tmp_path) -> None:
+    frame = write_days(str(tmp_path / "events"), DAYS, rows_per_day=500)
+    spec = _spec(tmp_path, validation_fraction=0.2, seed=5)
+    fspec = FeatureSpec.from_source(spec.source, spec.params.hash_buckets)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"HOME": str(tmp_path)}
+    out = tmp_path / "window.npz"
+    subprocess.run([sys.executable, "-c", LOAD, spec.model_dump_json(), str(out)], env=env, check=True, timeout=300)
+    got = np.load(out)
+    assert (int(got["rows"]), int(got["train_rows"])) == (1000, 800)
+    assert got["blocks"].tolist() == [7, 2]
+    want = transform(frame, fspec)
+    assert all(np.array_equal(got[f"valid_{k}"], want[k][800:]) for k in want)       # the last rows, in order
+    expected = shuffled({k: v[:800] for k, v in want.items()}, 5)
+    assert all(np.array_equal(got[f"train_{k}"], expected[k]) for k in expected)
+    counts = id_counts(expected["sparse"], fspec)
+    assert all(np.array_equal(got[f"count_{f}"], counts[f]) for f in fspec.sparse_columns)
