@@ -171,6 +171,27 @@ def prepare_window(spec: TrainJobSpec, feature_spec: FeatureSpec, reporter: Repo
     return window
 
 
+def start_train_coordinator() -> None:
+    """Start the cluster's ``AutoscalingCoordinator`` actor now, while this driver reads the window.
+
+    Ray Train's controller registers every run's resources with that detached actor before it
+    starts the worker group (``TrainAutoscalingCoordinatorClient.send_resource_request``, Ray
+    2.60), creating it when the cluster has none, and waits for the answer at most 5 s
+    (``AUTOSCALING_REQUESTS_GET_TIMEOUT_S``). On a fresh cluster, as every daily run's is, the
+    actor's new worker process was not up in time: each training job waited the whole 5 s and
+    logged "Failed to send resource request". Made here with the same (internal) Ray function
+    the controller calls, it starts in parallel with the window read; if that function moves in
+    a later Ray, nothing is started and the controller makes the actor as before.
+    """
+    try:
+        from ray.data._internal.cluster_autoscaler.default_autoscaling_coordinator import (
+            get_or_create_autoscaling_coordinator,
+        )
+    except ImportError:
+        return
+    get_or_create_autoscaling_coordinator()
+
+
 def _progress_queue():
     """A progress queue on the driver's node: a lost worker node must not take the progress
     records (and the restart count derived from them) with it."""
@@ -257,6 +278,7 @@ def train(spec: TrainJobSpec, reporter: Reporter, *,
     feature_spec = FeatureSpec.from_source(spec.source, params.hash_buckets)
     if not ray.is_initialized():
         ray.init()
+    start_train_coordinator()
     window = prepare_window(spec, feature_spec, reporter)
     progress_q = _progress_queue()
     storage = fs.normalize(spec.ray_storage_uri)

@@ -55,3 +55,34 @@ def test_a_cpu_collective_that_waits_past_the_timeout_fails_the_attempt_instead_
     cpu, gpu = _torch_config(False), _torch_config(True)
     assert (cpu.backend, cpu.timeout_s) == ("gloo", GLOO_COLLECTIVE_TIMEOUT_S) and GLOO_COLLECTIVE_TIMEOUT_S <= 300
     assert gpu.backend == "nccl"
+
+
+# One in-process ``ray.init`` per pytest process (see test_inference): Ray runs in a child.
+COORDINATOR = """
+import tempfile
+import ray
+from ads_ranking_pipelines.training.trainer import start_train_coordinator
+from ray.train.v2._internal.execution.scaling_policy.autoscaling_coordinator_client import (
+    TrainAutoscalingCoordinatorClient,
+)
+
+ray.init(num_cpus=1, include_dashboard=False, _temp_dir=tempfile.mkdtemp(prefix="rc", dir="/tmp"))
+start_train_coordinator()
+mine = ray.get_actor("AutoscalingCoordinator", namespace="AutoscalingCoordinator")
+ray.get(mine.__ray_ready__.remote(), timeout=120)
+theirs = TrainAutoscalingCoordinatorClient("train-test")._autoscaling_coordinator
+print("same actor" if theirs._actor_id == mine._actor_id else "another actor")
+"""
+
+
+def test_the_driver_starts_the_coordinator_ray_train_s_controller_will_ask_for(tmp_path):
+    """Ray Train's controller waits at most 5 s for this actor on its way to starting the worker
+    group; started by the driver before the window read, it is up by then (see the function)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", COORDINATOR], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "same actor"
