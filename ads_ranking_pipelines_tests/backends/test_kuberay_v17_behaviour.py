@@ -169,17 +169,15 @@ def _raw_rayjob(backend, name: str, **spec) -> dict:
 
 
 def _deployment_states(fake: FakeKubeApiServer, name: str, until: set[str]) -> list[str]:
-    seen: list[str] = []
+    """Every jobDeploymentStatus the operator wrote, in order, once one in ``until`` is reached
+    (read from the fake's record: polling missed Retrying, which lasts one operator tick)."""
 
     def done() -> bool:
-        state = ((fake.get("rayjobs", NS, name) or {}).get("status") or {}).get(
-            "jobDeploymentStatus", "")
-        if not seen or seen[-1] != state:
-            seen.append(state)
-        return state in until
+        return ((fake.get("rayjobs", NS, name) or {}).get("status") or {}).get("jobDeploymentStatus") in until
 
-    assert fake.wait_for(done, timeout_s=10), seen
-    return seen
+    assert fake.wait_for(done, timeout_s=10), fake.deployment_history.get(name)
+    with fake.lock:
+        return list(fake.deployment_history.get(name, []))
 
 
 def test_fake_retries_a_failed_rayjob_within_its_backoff_limit(fake_apiserver: FakeKubeApiServer) -> None:

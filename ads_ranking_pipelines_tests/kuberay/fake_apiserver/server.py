@@ -35,6 +35,7 @@ class FakeKubeApiServer(ToyOperator, ApiRoutes, FaultInjection):
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.pods: dict[tuple[str, str], _Pod] = {}
         self.sim: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.deployment_history: dict[str, list[str]] = {}  # RayJob name -> its jobDeploymentStatus values
         self.scenario = Scenario()
         self.scenarios: dict[str, Scenario] = {}  # by RayJob / RayCluster name
         self.faults: list[Fault] = []

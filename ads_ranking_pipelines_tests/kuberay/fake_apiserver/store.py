@@ -85,6 +85,7 @@ class ObjectStore:
     objects: dict[tuple[str, str, str], dict[str, Any]]
     pods: dict[tuple[str, str], _Pod]
     sim: dict[tuple[str, str, str], dict[str, Any]]
+    deployment_history: dict[str, list[str]]
     created: list[tuple[str, str, str]]
     _pending_deletes: list[tuple[float, str, tuple]]
     _resource_version: int
@@ -143,7 +144,18 @@ class ObjectStore:
     def _touch(self, obj: dict[str, Any]) -> None:
         self._resource_version += 1
         obj["metadata"]["resourceVersion"] = str(self._resource_version)
+        self._record_deployment_status(obj)
         self.changed.notify_all()
+
+    def _record_deployment_status(self, obj: dict[str, Any]) -> None:
+        """Every ``jobDeploymentStatus`` a RayJob is written with, in order, by RayJob name: a
+        state that lasts one operator tick (Retrying, Suspending) can be missed by a poller."""
+        state = (obj.get("status") or {}).get("jobDeploymentStatus") if obj.get("kind") == "RayJob" else None
+        if state is None:
+            return
+        seen = self.deployment_history.setdefault(obj["metadata"]["name"], [])
+        if not seen or seen[-1] != state:
+            seen.append(state)
 
     def _key_by_uid(self, uid: str | None) -> tuple | None:
         for key, obj in self.objects.items():
