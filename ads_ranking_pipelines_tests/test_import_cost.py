@@ -1,4 +1,4 @@
-"""What ``import ray`` costs every Ray process: nothing our environment can avoid.
+"""``import ray``, which every Ray process runs first, pays for nothing our environment adds.
 
 Every Ray worker, actor, job supervisor and job driver, and the Python daemons of every node,
 starts by importing ray, on a daily run's 2 CPUs dozens of times. Ray imports jsonschema, and

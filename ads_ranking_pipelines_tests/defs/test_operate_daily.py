@@ -32,6 +32,7 @@ from ads_ranking_pipelines.storage.layout import StorageLayout
 from ads_ranking_pipelines.storage.registry import ModelRegistry
 from ads_ranking_pipelines_tests.cli.helpers import cli_env, ok, run_cli
 from ads_ranking_pipelines_tests.conftest import wait_no_processes
+from ads_ranking_pipelines_tests.defs._gates import TINY_MODEL_GATES_WITH_CHAMPION, gate_args
 
 DAYS = [dt.date(2026, 3, 10), dt.date(2026, 3, 11), dt.date(2026, 3, 12)]
 BAD_DAY = dt.date(2026, 3, 13)
@@ -39,8 +40,7 @@ TINY = ["--window-days", "2", "--workers", "2", "--epochs", "2", "--batch-size",
         "--param", "hash_buckets=2000", "--param", "embedding_dim=8", "--param", "dense_arch=[16, 8]",
         "--param", "over_arch=[16]", "--param", "learning_rate=0.05"]
 # tolerances for tiny data: the champion gate is what this test is about
-LOOSE = ["--gate", "max_auc_gap_vs_baseline=0.5", "--gate", "min_calibration=0.2", "--gate", "max_calibration=5.0",
-         "--gate", "max_auc_drop_vs_champion=0.1"]
+LOOSE = gate_args(TINY_MODEL_GATES_WITH_CHAMPION)
 UNTRAINED = ["--param", "learning_rate=0.000001", "--param", "embedding_learning_rate=0.000001", "--epochs", "1",
              "--gate", "max_auc_drop_vs_champion=0.0"]
 

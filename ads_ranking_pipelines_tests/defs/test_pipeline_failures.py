@@ -19,6 +19,7 @@ from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.definitions import build_definitions
 from ads_ranking_pipelines.events.importers import shared_datasets_dir
 from ads_ranking_pipelines_tests.conftest import wait_no_processes
+from ads_ranking_pipelines_tests.defs._gates import TINY_MODEL_GATES
 
 DAY = dt.date(2026, 3, 10)
 SMALL = TrainingParams(dataset_window_days=2, num_workers=1, epochs=1, batch_size=256, hash_buckets=1000,
@@ -85,8 +86,7 @@ def _run(environ, params, source):
     job = build_definitions(environ).resolve_job_def("daily_retraining")
     with dg.DagsterInstance.get() as instance:
         # gates are blocking: tolerances for tiny data, this test is about the parquet path
-        loose = {"max_auc_gap_vs_baseline": 0.5, "min_calibration": 0.2, "max_calibration": 5.0}
-        result = job.execute_in_process(run_config=run_config(params, source, evaluation=loose),
+        result = job.execute_in_process(run_config=run_config(params, source, evaluation=TINY_MODEL_GATES),
                                         partition_key=DAY.isoformat(),
                                         instance=instance, raise_on_error=False)
     assert result.success, [e.message for e in result.all_events if e.is_failure]
