@@ -2,9 +2,9 @@
 
 Two ways to agree on the number of steps:
 
-* **known in advance** (``steps``): Ray Train splits the training set into equal shards
-  (``streaming_split(equal=True)``), so every rank has the same number of batches per epoch and
-  the driver knows it. No collective per step; a shard that does not have exactly ``steps``
+* **known in advance** (``steps``): the driver deals the training set out in equal shards
+  (``window.rank_parts``), so every rank has the same number of batches per epoch and the
+  driver knows it. No collective per step; a shard that does not have exactly ``steps``
   batches fails the attempt at once, naming both counts (Ray Train ends the whole group).
 * **agreed each step** (``steps=None``): before each step the ranks all-reduce MIN whether each
   still has a batch (a tiny collective per step: for shards of unknown or unequal length).

@@ -12,12 +12,15 @@ Config keys (all JSON-able except the queue and the callbacks):
 ``progress_every_s`` seconds between "progress" records (default 5)
 ``steps_per_epoch``  optimizer steps per epoch (the driver knows the row count), for the linear
                      learning-rate decay over the budget (``params.final_lr_fraction``)
-``equal_shards``     true when every rank's shard has exactly ``steps_per_epoch`` batches (Ray
-                     Train's equal split): the ranks need no per-step agreement (``lockstep``)
+``equal_shards``     true when every rank's shard has exactly ``steps_per_epoch`` batches (the
+                     driver's equal split): the ranks need no per-step agreement (``lockstep``)
 ``shuffle_buffer``   rows of local shuffle buffer in ``iter_batches`` (default 0: none)
 ``id_counts``        ``{sparse column: float array [table rows]}``: id counts of the training rows
                      (see ``model.IdCounts``)
-``has_validation``   true when the trainer was given a validation dataset (``VALID_DATASET_NAME``)
+``has_validation``   true when the trainer was given validation datasets (``VALID_DATASET_NAME``)
+
+Datasets: rank ``r`` reads its own shard, ``shard_name(DATASET_NAME, r)`` (and
+``shard_name(VALID_DATASET_NAME, r)``), which the driver made and Ray Train hands over unsplit.
 ``warm_start``       an object ref of an earlier version's weights (``ray.put`` by the driver) or None
 ``callbacks``        objects with any of ``on_epoch_start(rank, epoch)`` /
                      ``on_step(rank, epoch, step)``: observers, and the way tests inject faults
@@ -36,6 +39,11 @@ from ads_ranking_pipelines.training.train_loop import quiet_warnings, run_worker
 
 DATASET_NAME = "train"
 VALID_DATASET_NAME = "valid"
+
+
+def shard_name(dataset: str, rank: int) -> str:
+    """The name of rank ``rank``'s part of ``dataset`` in the trainer's datasets."""
+    return f"{dataset}_{rank}"
 
 
 class QueueProgress:
@@ -68,8 +76,10 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         device = torch.device("cpu")
     torch.set_num_threads(max(1, int(params.worker_cpus)))
     shuffle_buffer = int(config.get("shuffle_buffer") or 0) or None
-    shard = ray.train.get_dataset_shard(DATASET_NAME)
-    valid = ray.train.get_dataset_shard(VALID_DATASET_NAME) if config.get("has_validation") else None
+    rank = ctx.get_world_rank()
+    shard = ray.train.get_dataset_shard(shard_name(DATASET_NAME, rank))
+    valid = (ray.train.get_dataset_shard(shard_name(VALID_DATASET_NAME, rank))
+             if config.get("has_validation") else None)
 
     def batches(epoch: int) -> Iterable[Mapping[str, np.ndarray]]:
         return shard.iter_batches(batch_size=params.batch_size, batch_format="numpy",
@@ -85,7 +95,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     queue = config.get("progress_queue")
     kwargs = dict(device=device, batches=batches, report=report,
                   valid_batches=valid_batches if valid is not None else None,
-                  progress=QueueProgress(queue) if queue is not None and ctx.get_world_rank() == 0 else None,
+                  progress=QueueProgress(queue) if queue is not None and rank == 0 else None,
                   progress_every_s=float(config.get("progress_every_s", 5.0)),
                   local_world_size=ctx.get_local_world_size(), steps_per_epoch=config.get("steps_per_epoch"),
                   shard_steps=config.get("steps_per_epoch") if config.get("equal_shards") else None,

@@ -5,9 +5,9 @@ can ``ray.init``). It
 
 1. reads the window's parquet days (only the feature/label columns), transforms them to
    ``dense``/``sparse``/``label``, holds out the time-last part for validation, shuffles the
-   rest and puts both in this node's object store as Ray Datasets (``window.py``: why in the
-   driver; the datasets are already materialized, so the 1-CPU workers filling a small
-   cluster never wait for a read task that cannot get a CPU),
+   rest and puts both in this node's object store as one Ray Dataset per worker (``window.py``:
+   why in the driver, why per worker; the datasets are already materialized, so the 1-CPU
+   workers filling a small cluster never wait for a read task that cannot get a CPU),
 2. runs a ``TorchTrainer`` of ``ray_train_worker.train_loop_per_worker`` (checkpoint per epoch; a
    restarted worker group or a re-launched run with the same ``run_name`` resumes from the
    latest checkpoint),
@@ -39,7 +39,8 @@ from ads_ranking_pipelines.training.reporting import Reporter
 from ads_ranking_pipelines.training import warm_start
 from ads_ranking_pipelines.training.sharding import format_plan
 from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
-from ads_ranking_pipelines.training.ray_train_worker import DATASET_NAME, VALID_DATASET_NAME, train_loop_per_worker
+from ads_ranking_pipelines.training.ray_train_worker import (DATASET_NAME, VALID_DATASET_NAME, shard_name,
+                                                              train_loop_per_worker)
 from ads_ranking_pipelines.training.train_loop import SELECTION_METRIC, quiet_warnings, read_train_state
 from ads_ranking_pipelines.training.window import Window, load_window
 
@@ -159,9 +160,8 @@ def prepare_window(spec: TrainJobSpec, feature_spec: FeatureSpec, reporter: Repo
 
     t0 = time.perf_counter()
     params = spec.params
-    # Ray Train hands the blocks to the workers through streaming_split; with preserve_order it
-    # deals them out in order and ignores the workers' locality (every block is on this node
-    # anyway), so a seed gives each rank the same rows on any cluster layout.
+    # Each rank reads its own dataset's blocks in the order they were put (every block is on
+    # this node), so a seed gives each rank the same rows, in the same order, on any cluster.
     ray.data.DataContext.get_current().execution_options.preserve_order = True
     reporter.log(f"reading {len(spec.train_days)} day(s) of events from {spec.source.uri}")
     window = load_window(spec, feature_spec, with_id_counts=params.min_id_count > 1 or params.count_features)
@@ -213,8 +213,8 @@ def _worker_config(params: TrainingParams, feature_spec: FeatureSpec, window: Wi
         "feature_spec": dataclasses.asdict(feature_spec),
         "progress_queue": progress_q,
         "progress_every_s": 5.0,
-        # Ray Train splits the dataset evenly over the workers (streaming_split, equal=True): every
-        # rank has this many batches per epoch, so no per-step agreement is needed (lockstep)
+        # the window is dealt out evenly over the workers (window.rank_parts): every rank has
+        # this many batches per epoch, so no per-step agreement is needed (lockstep)
         "steps_per_epoch": max(1, math.ceil((window.train_rows // params.num_workers) / params.batch_size)),
         "equal_shards": True,
         "has_validation": window.valid is not None,
@@ -240,11 +240,12 @@ def _torch_config(uses_gpu: bool):
 
 
 def _trainer(spec: TrainJobSpec, config: dict[str, Any], window: Window, storage: str):
-    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train import CheckpointConfig, DataConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
     params = spec.params
-    datasets = {DATASET_NAME: window.train, **({VALID_DATASET_NAME: window.valid} if window.valid is not None else {})}
+    datasets = {shard_name(DATASET_NAME, r): ds for r, ds in enumerate(window.train)}
+    datasets.update({shard_name(VALID_DATASET_NAME, r): ds for r, ds in enumerate(window.valid or ())})
     return TorchTrainer(
         train_loop_per_worker,
         train_loop_config=config,
@@ -261,6 +262,8 @@ def _trainer(spec: TrainJobSpec, config: dict[str, Any], window: Window, storage
                                                checkpoint_score_order="min"),
         ),
         datasets=datasets,
+        # every dataset is one rank's part already (window.rank_parts): none is split again
+        dataset_config=DataConfig(datasets_to_split=[]),
     )
 
 

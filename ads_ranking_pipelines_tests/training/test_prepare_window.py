@@ -46,8 +46,8 @@ print(json.dumps({"rows": window.rows, "valid_rows": window.rows - window.train_
                   "preserve_order": ray.data.DataContext.get_current().execution_options.preserve_order}), flush=True)
 sys.stdin.readline()                      # the worker node is gone now
 out = {}
-for name, ds in (("train", window.train), ("validation", window.valid)):
-    refs = [ref for bundle in ds.iter_internal_ref_bundles() for ref in bundle.block_refs]
+for name, sets in (("train", window.train), ("validation", window.valid)):
+    refs = [ref for ds in sets for bundle in ds.iter_internal_ref_bundles() for ref in bundle.block_refs]
     try:
         out[name] = sum(b.num_rows for b in ray.get(refs, timeout=float(sys.argv[2])))
     except Exception as exc:

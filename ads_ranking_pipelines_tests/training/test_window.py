@@ -16,7 +16,7 @@ from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
 from ads_ranking_pipelines.events.layout import MissingPartitionsError
 from ads_ranking_pipelines.training.features import FeatureSpec, transform
-from ads_ranking_pipelines.training.window import hold_out, id_counts, load_window, read_arrays, shuffled
+from ads_ranking_pipelines.training.window import hold_out, id_counts, load_window, rank_parts, read_arrays, shuffled
 
 from ._toy import write_days
 
@@ -87,27 +87,62 @@ window.BLOCK_ROWS = 128                         # several blocks from a small wi
 spec = TrainJobSpec.model_validate_json(sys.argv[1])
 fspec = FeatureSpec.from_source(spec.source, spec.params.hash_buckets)
 w = window.load_window(spec, fspec, with_id_counts=True)
-train = w.train.take_batch(10_000, batch_format="numpy")
-valid = w.valid.take_batch(10_000, batch_format="numpy")
-np.savez(sys.argv[2], rows=w.rows, train_rows=w.train_rows, blocks=[w.train.num_blocks(), w.valid.num_blocks()],
-         **{f"train_{k}": v for k, v in train.items()}, **{f"valid_{k}": v for k, v in valid.items()},
-         **{f"count_{k}": v for k, v in w.id_counts.items()})
+parts = {f"{name}{r}_{k}": v for name, sets in (("train", w.train), ("valid", w.valid))
+         for r, ds in enumerate(sets) for k, v in ds.take_batch(10_000, batch_format="numpy").items()}
+empty = window.to_dataset({"label": np.zeros(0, np.float32), "sparse": np.zeros((0, 3), np.int64)})
+np.savez(sys.argv[2], rows=w.rows, train_rows=w.train_rows, empty_rows=empty.count(),
+         blocks=[[ds.num_blocks() for ds in w.train], [ds.num_blocks() for ds in w.valid]],
+         **parts, **{f"count_{k}": v for k, v in w.id_counts.items()})
 """
 
 
-def test_the_window_datasets_hold_every_row_once(tmp_path) -> None:
+def test_rank_parts_are_contiguous_and_equal_and_leave_out_the_remainder() -> None:
+    arrays = _arrays(101)
+    parts = rank_parts(arrays, 3)
+    assert [len(p["label"]) for p in parts] == [33, 33, 33]
+    assert all(np.array_equal(p[k], arrays[k][33 * r:33 * (r + 1)]) for r, p in enumerate(parts) for k in arrays)
+    assert [len(p["label"]) for p in rank_parts(_arrays(1), 2)] == [0, 0]
+    with pytest.raises(ValueError, match="ranks must be at least 1, got 0"):
+        rank_parts(arrays, 0)
+
+
+def test_the_window_datasets_hold_every_row_once_one_dataset_per_rank(tmp_path) -> None:
     frame = write_days(str(tmp_path / "events"), DAYS, rows_per_day=500)
-    spec = _spec(tmp_path, validation_fraction=0.2, seed=5)
+    spec = _spec(tmp_path, validation_fraction=0.2, seed=5, num_workers=2)
     fspec = FeatureSpec.from_source(spec.source, spec.params.hash_buckets)
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"HOME": str(tmp_path)}
     out = tmp_path / "window.npz"
     subprocess.run([sys.executable, "-c", LOAD, spec.model_dump_json(), str(out)], env=env, check=True, timeout=300)
     got = np.load(out)
     assert (int(got["rows"]), int(got["train_rows"])) == (1000, 800)
-    assert got["blocks"].tolist() == [7, 2]
+    assert got["blocks"].tolist() == [[4, 4], [1, 1]]          # 400 training rows a rank, blocks of 128
+    assert int(got["empty_rows"]) == 0
     want = transform(frame, fspec)
-    assert all(np.array_equal(got[f"valid_{k}"], want[k][800:]) for k in want)       # the last rows, in order
+    # the last rows, in order, dealt out: rank 0 the first half
+    assert all(np.array_equal(got[f"valid{r}_{k}"], want[k][800 + 100 * r:900 + 100 * r]) for r in (0, 1) for k in want)
     expected = shuffled({k: v[:800] for k, v in want.items()}, 5)
-    assert all(np.array_equal(got[f"train_{k}"], expected[k]) for k in expected)
+    assert all(np.array_equal(got[f"train{r}_{k}"], expected[k][400 * r:400 * (r + 1)]) for r in (0, 1) for k in expected)
     counts = id_counts(expected["sparse"], fspec)
     assert all(np.array_equal(got[f"count_{f}"], counts[f]) for f in fspec.sparse_columns)
+
+
+# A node with no CPU, as the head the driver runs on when there are worker nodes: any task would wait.
+NO_TASKS = """
+import sys, tempfile
+import numpy as np
+import ray
+from ads_ranking_pipelines.training import window
+
+ray.init(num_cpus=0, include_dashboard=False, _temp_dir=tempfile.mkdtemp(prefix="rw", dir="/tmp"))
+window.BLOCK_ROWS = 128
+ds = window.to_dataset({"label": np.zeros(300, np.float32), "sparse": np.ones((300, 3), np.int64)})
+print(ds.num_blocks(), ds.count(), flush=True)
+"""
+
+
+def test_a_window_dataset_is_made_without_a_ray_task(tmp_path) -> None:
+    """The driver's datasets must not wait for a task (a new worker process) to read their
+    blocks' metadata: on a node without CPUs it never runs."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", NO_TASKS], env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["3", "300"], out.stderr[-3000:]
