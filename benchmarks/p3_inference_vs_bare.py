@@ -8,13 +8,12 @@ ours  ``training.inference.score_day`` with an ``InferenceJobSpec`` (id column i
       the pipeline does for synthetic sources) on an in-process local Ray with 2 CPUs: the day's
       file cut into pieces of whole row groups (footers read in the driver), Ray Data
       ``from_items(pieces)`` -> ``map_batches(score_chunks, num_cpus=1, concurrency=2)`` (each
-      task reads its row groups, transforms, scores) -> ``write_parquet`` fused into the same
-      tasks. Figure: score_day's own ``seconds`` (read + transform + score + write,
+      task reads its row groups, transforms, scores and writes its own parquet file). Figure: score_day's own ``seconds`` (read + transform + score + write,
       including each map worker's first model load; excluding the schema check before and the
       re-read that counts rows after). "cold" is the first call on a freshly started Ray (what a
       daily Ray job does); "warm" a second call (workers and their cached predictor reused).
       Breakdown: score_day's ``stage_*_s`` (Ray Data's task seconds per phase: map = read +
-      transform + score inside the tasks, convert, write; summed over tasks, so up to 2 x the
+      transform + score + write inside the tasks, convert; summed over tasks, so up to 2 x the
       wall time) and ``scheduling_s`` = 2 x wall - task seconds (worker start, scheduling, idle CPUs).
       Threads: a ``num_cpus=1`` probe task on the same Ray (the map tasks' settings) reports
       torch's and threadpoolctl's thread counts.

@@ -82,20 +82,29 @@ def score_table(table: Any, model_uri: str, model_version: str, keep: tuple[str,
                      "model_version": pa.array([model_version] * table.num_rows, pa.string())})
 
 
+def part_uri(out_uri: str, part: int) -> str:
+    return fs.join(out_uri, f"part-{part:05d}.parquet")
+
+
 def score_chunks(batch: dict[str, np.ndarray], columns: list[str], model_uri: str, model_version: str,
-                 keep: tuple[str, ...]) -> Any:
+                 keep: tuple[str, ...], out_uri: str) -> dict[str, np.ndarray]:
     """A Ray Data map over :func:`row_group_chunks` items: each task reads its row groups
-    (only ``columns``), scores them and hands the rows to the write in the same task."""
-    import pyarrow as pa
+    (only ``columns``), scores them and writes them itself, one parquet file per chunk
+    (:func:`part_uri` of its ``part``); it returns the rows each file holds. (Ray Data's
+    ``write_parquet`` after the map was an operator of its own: its tasks waited for a CPU the
+    scoring tasks held and started a worker process of their own.)"""
     import pyarrow.parquet as pq
 
-    out = []
-    for uri, groups in zip(batch["uri"], batch["row_groups"]):
+    written = []
+    for uri, groups, part in zip(batch["uri"], batch["row_groups"], batch["part"]):
         filesystem, path = fs.filesystem(str(uri))
         with filesystem.open_input_file(path) as f:
             table = pq.ParquetFile(f).read_row_groups([int(g) for g in groups], columns=columns)
-        out.append(score_table(table, model_uri, model_version, keep))
-    return pa.concat_tables(out)
+        scored = score_table(table, model_uri, model_version, keep)
+        out_fs, out_path = fs.filesystem(part_uri(out_uri, int(part)))
+        pq.write_table(scored, out_path, filesystem=out_fs)
+        written.append(scored.num_rows)
+    return {"rows": np.asarray(written, dtype=np.int64)}
 
 
 def written_rows(out_uri: str) -> int:
@@ -110,7 +119,8 @@ def score_day(spec: InferenceJobSpec, reporter: Reporter, *, max_concurrency: in
     """Score the day's impressions: pieces of whole row groups (:func:`row_group_chunks`), each
     read, scored and written by one Ray Data task, ``max_concurrency`` at a time. (Ray Data's
     ``read_parquet`` makes one read task per file, fused with the scoring: a day in one file
-    was scored on one core; it also starts a footer-reading actor, a new process, per call.)"""
+    was scored on one core; it also starts a footer-reading actor, a new process, per call.)
+    The stage figures count the writes under ``map_s``: the scoring tasks write."""
     import ray
 
     from ads_ranking_pipelines.events.layout import part_uris, validate_schema
@@ -127,14 +137,15 @@ def score_day(spec: InferenceJobSpec, reporter: Reporter, *, max_concurrency: in
 
     t0 = time.perf_counter()
     sizes = row_group_sizes(parts)
-    chunks = row_group_chunks(sizes, chunk_rows(sum(sum(g) for _, g in sizes), max_concurrency))
+    chunks = [{**c, "part": i} for i, c in
+              enumerate(row_group_chunks(sizes, chunk_rows(sum(sum(g) for _, g in sizes), max_concurrency)))]
     stages: dict[str, float] = {}
     if chunks:                      # a day of 0 rows: nothing to score, the marker says so
+        fs.makedirs(out_uri)
         scored = ray.data.from_items(chunks, override_num_blocks=len(chunks)).map_batches(
             score_chunks, batch_format="numpy", batch_size=1, num_cpus=1, concurrency=max_concurrency,
             fn_kwargs={"columns": read_cols, "model_uri": spec.model_uri, "model_version": spec.model_version,
-                       "keep": id_cols})
-        scored.write_parquet(out_uri)
+                       "keep": id_cols, "out_uri": out_uri}).materialize()
         stages = stage_seconds(scored)
     seconds = time.perf_counter() - t0
     rows = written_rows(out_uri) if chunks else 0

@@ -94,7 +94,9 @@ def test_a_day_in_one_file_is_scored_by_several_tasks_every_row_once(tmp_path):
 
     assert stats["rows"] == 40_000 and stats["tasks"] == 4       # pieces of >= 8192 rows: 5 groups of 2000
     files = [f for f in os.listdir(out_uri) if f.endswith(".parquet")]
-    assert len(files) >= 2, files                                    # written by the scoring tasks
+    # one file per piece, written by the scoring task itself: no write operator after the map
+    assert sorted(files) == [f"part-{i:05d}.parquet" for i in range(4)], files
+    assert stats["stage_write_s"] == 0 and stats["stage_map_s"] > 0, stats
     got = pd.read_parquet(out_uri).sort_values("impression_id").reset_index(drop=True)
     assert got["impression_id"].tolist() == df["impression_id"].tolist()
     assert set(got["model_version"]) == {"v1"} and got["score"].dtype == np.float32
