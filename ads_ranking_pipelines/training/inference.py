@@ -49,19 +49,35 @@ def row_group_sizes(parts: list[str], threads: int = 16) -> list[tuple[str, list
 
 
 def row_group_chunks(sizes: list[tuple[str, list[int]]], rows_per_chunk: int) -> list[dict[str, Any]]:
-    """The part files cut into pieces of whole row groups of at least ``rows_per_chunk`` rows
-    (a file's last piece: what is left), in file order: the units read, scored and written in
-    parallel."""
+    """The part files cut into pieces, in file order: the units read, scored and written in
+    parallel. Small row groups are taken together until a piece has ``rows_per_chunk`` rows
+    (a file's last piece: what is left); a row group larger than that is cut into about equal
+    slices of at most ``rows_per_chunk`` rows (pyarrow writes a file of up to 1Mi rows as one
+    row group: a whole day was one piece, scored by one task on one core). A piece reads its
+    ``row_groups`` and keeps ``rows`` rows from ``offset``."""
     chunks: list[dict[str, Any]] = []
+
+    def piece(uri: str, groups: list[int], rows: int, offset: int = 0) -> None:
+        if rows:                             # an empty file still has one row group, of 0 rows
+            chunks.append({"uri": uri, "row_groups": groups, "offset": offset, "rows": rows})
+
     for uri, groups in sizes:
         picked, rows = [], 0
         for i, n in enumerate(groups):
+            if n > rows_per_chunk:
+                piece(uri, picked, rows)
+                picked, rows = [], 0
+                cuts = -(-n // rows_per_chunk)
+                bounds = [n * k // cuts for k in range(cuts + 1)]
+                for lo, hi in zip(bounds, bounds[1:]):
+                    piece(uri, [i], hi - lo, lo)
+                continue
             picked.append(i)
             rows += n
-            if rows >= rows_per_chunk or i == len(groups) - 1:
-                if rows:                     # an empty file still has one row group, of 0 rows
-                    chunks.append({"uri": uri, "row_groups": picked, "rows": rows})
+            if rows >= rows_per_chunk:
+                piece(uri, picked, rows)
                 picked, rows = [], 0
+        piece(uri, picked, rows)
     return chunks
 
 
@@ -96,10 +112,12 @@ def score_chunks(batch: dict[str, np.ndarray], columns: list[str], model_uri: st
     import pyarrow.parquet as pq
 
     written = []
-    for uri, groups, part in zip(batch["uri"], batch["row_groups"], batch["part"]):
+    for uri, groups, offset, rows, part in zip(batch["uri"], batch["row_groups"], batch["offset"], batch["rows"],
+                                               batch["part"]):
         filesystem, path = fs.filesystem(str(uri))
         with filesystem.open_input_file(path) as f:
             table = pq.ParquetFile(f).read_row_groups([int(g) for g in groups], columns=columns)
+        table = table.slice(int(offset), int(rows))
         scored = score_table(table, model_uri, model_version, keep)
         out_fs, out_path = fs.filesystem(part_uri(out_uri, int(part)))
         pq.write_table(scored, out_path, filesystem=out_fs)
@@ -115,9 +133,10 @@ def written_rows(out_uri: str) -> int:
     return sum(sum(groups) for _, groups in row_group_sizes(parts))
 
 
-def score_day(spec: InferenceJobSpec, reporter: Reporter, *, max_concurrency: int = 2) -> dict[str, Any]:
-    """Score the day's impressions: pieces of whole row groups (:func:`row_group_chunks`), each
-    read, scored and written by one Ray Data task, ``max_concurrency`` at a time. (Ray Data's
+def score_day(spec: InferenceJobSpec, reporter: Reporter, *, max_concurrency: int | None = None) -> dict[str, Any]:
+    """Score the day's impressions: pieces of the part files (:func:`row_group_chunks`), each
+    read, scored and written by one Ray Data task, ``max_concurrency`` at a time (default: the
+    cluster's CPUs; it was 2 whatever the cluster's size). (Ray Data's
     ``read_parquet`` makes one read task per file, fused with the scoring: a day in one file
     was scored on one core; it also starts a footer-reading actor, a new process, per call.)
     The stage figures count the writes under ``map_s``: the scoring tasks write."""
@@ -127,6 +146,8 @@ def score_day(spec: InferenceJobSpec, reporter: Reporter, *, max_concurrency: in
 
     if not ray.is_initialized():
         ray.init()
+    if max_concurrency is None:
+        max_concurrency = max(1, int(ray.cluster_resources().get("CPU", 1)))
     validate_schema(spec.source, spec.day)
     parts = [fs.normalize(p) for p in part_uris(spec.source.uri, spec.day, spec.source.completeness)]
     id_cols = tuple(c for c in spec.id_columns)
@@ -145,7 +166,11 @@ def score_day(spec: InferenceJobSpec, reporter: Reporter, *, max_concurrency: in
         scored = ray.data.from_items(chunks, override_num_blocks=len(chunks)).map_batches(
             score_chunks, batch_format="numpy", batch_size=1, num_cpus=1, concurrency=max_concurrency,
             fn_kwargs={"columns": read_cols, "model_uri": spec.model_uri, "model_version": spec.model_version,
-                       "keep": id_cols, "out_uri": out_uri}).materialize()
+                       "keep": id_cols, "out_uri": out_uri})
+        # Ray Data keeps part of the CPUs for each operator's outputs by default: the second
+        # scoring task started only after the first had done several pieces (2 CPUs)
+        scored.context.op_resource_reservation_enabled = False
+        scored = scored.materialize()
         stages = stage_seconds(scored)
     seconds = time.perf_counter() - t0
     rows = written_rows(out_uri) if chunks else 0
@@ -159,6 +184,6 @@ def score_day(spec: InferenceJobSpec, reporter: Reporter, *, max_concurrency: in
              **{f"stage_{k}": v for k, v in stages.items()}}
     fs.write_json(fs.join(out_uri, SUCCESS_MARKER), stats)
     reporter.log(f"scored {rows} impressions of {spec.day} in {seconds:.1f}s "
-                 f"({stats['rows_per_s']:.0f} rows/s, {len(chunks)} tasks) -> {out_uri}")
+                 f"({stats['rows_per_s']:.0f} rows/s, {len(chunks)} tasks, {max_concurrency} at a time) -> {out_uri}")
     reporter.metrics("inference", {k: v for k, v in stats.items() if isinstance(v, (int, float))})
     return stats

@@ -25,11 +25,17 @@ from ._toy import raw_events, tiny_params
 DAY = dt.date(2026, 11, 3)
 
 
-def test_row_group_chunks_keep_whole_row_groups_in_file_order():
-    sizes = [("a", [3, 3, 3, 3, 2]), ("b", [10]), ("c", []), ("d", [0])]
+def test_row_group_chunks_take_small_row_groups_together_and_cut_large_ones_in_file_order():
+    sizes = [("a", [3, 3, 3, 3, 2]), ("b", [10]), ("c", []), ("d", [0]), ("e", [2, 13, 1])]
     assert row_group_chunks(sizes, 6) == [
-        {"uri": "a", "row_groups": [0, 1], "rows": 6}, {"uri": "a", "row_groups": [2, 3], "rows": 6},
-        {"uri": "a", "row_groups": [4], "rows": 2}, {"uri": "b", "row_groups": [0], "rows": 10}]
+        {"uri": "a", "row_groups": [0, 1], "offset": 0, "rows": 6},
+        {"uri": "a", "row_groups": [2, 3], "offset": 0, "rows": 6},
+        {"uri": "a", "row_groups": [4], "offset": 0, "rows": 2},
+        {"uri": "b", "row_groups": [0], "offset": 0, "rows": 5}, {"uri": "b", "row_groups": [0], "offset": 5, "rows": 5},
+        {"uri": "e", "row_groups": [0], "offset": 0, "rows": 2},
+        {"uri": "e", "row_groups": [1], "offset": 0, "rows": 4}, {"uri": "e", "row_groups": [1], "offset": 4, "rows": 4},
+        {"uri": "e", "row_groups": [1], "offset": 8, "rows": 5},
+        {"uri": "e", "row_groups": [2], "offset": 0, "rows": 1}]
     assert chunk_rows(500_000, 2) == 62_500
     assert chunk_rows(1_000, 2) == 8192 and chunk_rows(10**9, 2) == 262_144
 
@@ -47,11 +53,11 @@ class Quiet:
     def log(self, m): self.logs.append(m)
     def metrics(self, k, v): pass
 
-ray.init(num_cpus=2, include_dashboard=False, _temp_dir=tempfile.mkdtemp(prefix="ri", dir="/tmp"))
+ray.init(num_cpus=3, include_dashboard=False, _temp_dir=tempfile.mkdtemp(prefix="ri", dir="/tmp"))
 out = []
 for line in sys.argv[1:]:
     r = Quiet()
-    out.append({**score_day(InferenceJobSpec.model_validate_json(line), r, max_concurrency=2), "log": r.logs[-1]})
+    out.append({**score_day(InferenceJobSpec.model_validate_json(line), r), "log": r.logs[-1]})
 print(json.dumps(out))
 """
 
@@ -85,12 +91,15 @@ def test_a_day_in_one_file_is_scored_by_several_tasks_every_row_once(tmp_path):
     out_uri = str(tmp_path / "scores")
     job = InferenceJobSpec(source=source, day=DAY, model_uri=model_uri, model_version="v1",
                            output_uri=out_uri, hash_buckets=params.hash_buckets, id_columns=("impression_id",))
-    empty_day = DAY + dt.timedelta(days=1)
-    folder = events / f"event_date={empty_day.isoformat()}"
-    os.makedirs(folder)
-    pq.write_table(pa.Table.from_pandas(df.iloc[:0], preserve_index=False), folder / "part-0.parquet")
-    (folder / "_SUCCESS").touch()
-    stats, empty = _score(tmp_path, job, job.model_copy(update={"day": empty_day, "output_uri": str(tmp_path / "empty")}))
+    empty_day, one_group_day = DAY + dt.timedelta(days=1), DAY + dt.timedelta(days=2)
+    for day, rows in ((empty_day, df.iloc[:0]), (one_group_day, df.iloc[:20_000])):
+        folder = events / f"event_date={day.isoformat()}"
+        os.makedirs(folder)
+        pq.write_table(pa.Table.from_pandas(rows, preserve_index=False), folder / "part-0.parquet")   # one row group
+        (folder / "_SUCCESS").touch()
+    stats, empty, one_group = _score(
+        tmp_path, job, job.model_copy(update={"day": empty_day, "output_uri": str(tmp_path / "empty")}),
+        job.model_copy(update={"day": one_group_day, "output_uri": str(tmp_path / "one")}))
 
     assert stats["rows"] == 40_000 and stats["tasks"] == 4       # pieces of >= 8192 rows: 5 groups of 2000
     files = [f for f in os.listdir(out_uri) if f.endswith(".parquet")]
@@ -103,7 +112,12 @@ def test_a_day_in_one_file_is_scored_by_several_tasks_every_row_once(tmp_path):
     want = load_predictor(model_uri).score_rows(df)
     np.testing.assert_allclose(got["score"].to_numpy(), want, rtol=1e-5, atol=1e-6)
     assert os.path.exists(os.path.join(out_uri, "_SUCCESS"))
-    assert "4 tasks" in stats["log"]
+    assert "4 tasks, 3 at a time" in stats["log"]             # as many at a time as the cluster has CPUs
+    # a file of one row group is cut into slices (8192 rows a piece at most): 3 tasks, every row once
+    assert one_group["rows"] == 20_000 and one_group["tasks"] == 3
+    got = pd.read_parquet(tmp_path / "one").sort_values("impression_id").reset_index(drop=True)
+    assert got["impression_id"].tolist() == df["impression_id"].tolist()[:20_000]
+    np.testing.assert_allclose(got["score"].to_numpy(), want[:20_000], rtol=1e-5, atol=1e-6)
     # a day of 0 rows: nothing scored, nothing half-made, the marker says 0
     assert empty["rows"] == 0 and empty["tasks"] == 0
     assert os.listdir(tmp_path / "empty") == ["_SUCCESS"]
