@@ -44,6 +44,14 @@ def test_write_read_round_trip(small_source):
     assert sorted(os.listdir(folder)) == [SUCCESS_MARKER, PART_NAME]   # no temp file left
 
 
+def test_a_written_day_is_cut_into_row_groups_readers_can_take_apart(tmp_path):
+    rows = 2 * layout.ROW_GROUP_ROWS + 5
+    part = write_day(pa.table({"y": [0] * rows}), str(tmp_path), DAY)
+    meta = pq.ParquetFile(part).metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [
+        layout.ROW_GROUP_ROWS, layout.ROW_GROUP_ROWS, 5]
+
+
 def test_file_uri_root(tmp_path):
     src = _source("file://" + str(tmp_path / "ev"))
     write_day(_table(), src.uri, DAY)
