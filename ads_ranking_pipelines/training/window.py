@@ -15,7 +15,6 @@ each the same number of rows, which that worker iterates every epoch.
   resumed run waited forever (``test_prepare_window``). Blocks the driver puts live on its
   node as long as the job does. (Before, read tasks materialized the window on the worker
   nodes and it was then copied to the driver's node; the driver held it all either way.)
-
 * **Why one dataset per rank.** Ray Train's default, one dataset it splits with
   ``streaming_split(equal=True)`` every epoch, runs a split coordinator actor per dataset and
   ``_split_single_block`` tasks (new worker processes) to cut blocks for equal shards, each
