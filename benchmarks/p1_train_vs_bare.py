@@ -1,11 +1,11 @@
 """P1: training samples/s of our Ray Train path vs a bare single-process torch loop.
 
 ours  ``training.trainer.train`` (TorchTrainer, 2 workers x 1 CPU x 1 torch thread, TorchRec DMP
-      over gloo, fed by a materialized Ray Data dataset) on an in-process local Ray, with
+      over gloo, each fed by its own materialized Ray Data dataset) on an in-process local Ray, with
       ``profile_steps`` on. Figure: the trainer's own per-epoch ``samples_per_s`` (all workers'
       samples / rank 0's epoch time), samples-weighted over the epochs after the first. An
-      epoch's time covers iter_batches from the object store, numpy -> tensors/KJT, the per-step
-      "every rank has a batch" all-reduce, forward (embedding all-to-all), backward (fused
+      epoch's time covers iter_batches from the object store, numpy -> tensors/KJT, forward
+      (embedding all-to-all), backward (fused
       row-wise Adagrad, DDP all-reduce), Adam. It excludes the per-epoch validation and
       checkpoint (the checkpoint is reported apart), Ray start, the dataset read and transform,
       the worker-group start and the export.
@@ -28,6 +28,9 @@ pairs; ours: rank 0's time over all ranks' samples, i.e. the wall time per sampl
 bare: the pair's reference run, i.e. the faster of its two) and ``gap_us_per_sample`` = ours -
 bare per phase, which says where each lost percent went (``embedding_forward`` is part of
 ``forward``, ``grad_allreduce`` part of ``backward``).
+``collective_floor``: the gloo collectives one of our steps needs (KJT input distribution,
+pooled embeddings forward and backward, DDP all-reduce), timed alone with the step's sizes
+(``_floors``): ``us_per_sample`` is what sharding over the workers adds per sample at the least.
 Threads: ``threads_ours`` as measured inside each Ray Train worker (torch intra/inter-op,
 threadpoolctl pools), ``threads_bare`` in this process.
 """
@@ -37,7 +40,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from benchmarks import _train
+from benchmarks import _floors, _train
 from benchmarks._common import bench_main, fast, loadavg, local_ray, log, pairs, spread, synthetic_source
 
 WORKERS = 2
@@ -60,7 +63,19 @@ def body(tmp: str) -> dict[str, Any]:
             run["bare2"] = _train.run_bare(source, days, p, threads=WORKERS * int(p.cpus_per_worker), max_seconds=45)
             run["bare1"] = _train.run_bare(source, days, p, threads=1, epochs=2)
             runs.append(run)
-    return summarize(runs, p, days)
+    out = summarize(runs, p, days)
+    out["collective_floor"] = _collective_floor(source, p)
+    return out
+
+
+def _collective_floor(source, p) -> dict[str, Any]:
+    """The collectives of one step, timed alone (``_floors``): what sharding adds at the least."""
+    from ads_ranking_pipelines.training.features import FeatureSpec
+    from ads_ranking_pipelines.training.model import build_model
+
+    log("collective floor: the step's gloo collectives alone")
+    shape = _floors.model_shape(build_model(p, FeatureSpec.from_source(source, p.hash_buckets)))
+    return {**_floors.collective_floor(p.batch_size, world=WORKERS, **shape), **shape}
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:

@@ -15,6 +15,9 @@ ours  ``training.inference.score_day`` with an ``InferenceJobSpec`` (id column i
       Breakdown: score_day's ``stage_*_s`` (Ray Data's task seconds per phase: map = read +
       transform + score + write inside the tasks, convert; summed over tasks, so up to 2 x the
       wall time) and ``scheduling_s`` = 2 x wall - task seconds (worker start, scheduling, idle CPUs).
+      ``cold_floor``: a fresh scoring worker's imports (CPU-s, ``_floors.import_floor``) plus the
+      warm run's wall: less than that a cold run cannot take with NUM_CPUS workers importing side
+      by side; ``cold_ratio_ceiling`` is the cold ratio that leaves.
       Threads: a ``num_cpus=1`` probe task on the same Ray (the map tasks' settings) reports
       torch's and threadpoolctl's thread counts.
 bare  one process: ``export.load_predictor``, pyarrow ``read_table`` of the same part files and
@@ -37,6 +40,7 @@ import os
 import time
 from typing import Any
 
+from benchmarks import _floors
 from benchmarks._common import (QuietReporter, bench_main, fast, loadavg, local_ray, log, pairs, spread,
                                synthetic_source, thread_counts)
 
@@ -156,7 +160,20 @@ def body(tmp: str) -> dict[str, Any]:
         runs.append(run)
     if not runs:
         raise RuntimeError(f"no pair ran: {failed}")
-    return {**summarize(runs, params), "failed_pairs": failed}
+    return {**summarize(runs, params), "failed_pairs": failed, "cold_floor": _cold_floor(runs)}
+
+
+def _cold_floor(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a cold run cannot take less than: each scoring worker is a fresh interpreter that
+    imports Ray and the export path (torch) before it scores a row (``_floors.import_floor``),
+    NUM_CPUS of them in parallel, then the warm run's work; and the cold ratio that leaves."""
+    log("cold floor: a fresh scoring worker's imports")
+    imports = _floors.import_floor("import ray; import ads_ranking_pipelines.training.export")
+    warm_s = spread([r["ours"]["warm"]["seconds"] for r in runs], 3)["median"]
+    bare_s = spread([min(r["bare2"]["seconds"], r["bare1"]["seconds"]) for r in runs], 3)["median"]
+    floor_s = imports["cpu_s_min"] + warm_s          # NUM_CPUS workers import side by side
+    return {"worker_imports": imports, "ours_warm_s": warm_s, "bare_s": bare_s, "cold_floor_s": round(floor_s, 3),
+            "cold_ratio_ceiling": round(bare_s / floor_s, 3)}
 
 
 def summarize(runs: list[dict[str, Any]], params) -> dict[str, Any]:

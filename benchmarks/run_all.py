@@ -329,6 +329,11 @@ def _p1_sentence(p1: dict[str, Any]) -> str:
         top = sorted(gaps.items(), key=lambda kv: -kv[1])[:4]
         text += (f" Per training sample ours spends {total:+.2f} us more; by phase: "
                  + ", ".join(f"{k} {v:+.2f} us" for k, v in top) + " (breakdown in the JSON line).")
+    floor = (p1.get("collective_floor") or {}).get("us_per_sample")
+    bare_epoch = (p1.get("breakdown") or {}).get("epoch", {}).get("bare_us_per_sample")
+    if floor is not None and bare_epoch:
+        text += (f" The gloo collectives one step needs, timed alone with the step's sizes, cost {floor:.2f} us "
+                 f"per sample; a ratio of 0.90 allows a gap of {bare_epoch / 0.9 - bare_epoch:.2f} us.")
     if p1.get("contended_pairs"):
         text += f" In {p1['contended_pairs']} pair(s) the bare loop was faster with 1 thread than 2: contended cores."
     return text
@@ -349,6 +354,11 @@ def _p3_sentence(p3: dict[str, Any]) -> str:
                  f"{cold.get('convert_s')}, {mapped} {cold.get('map_s')}, write {cold.get('write_s')}, and "
                  f"{cold.get('scheduling_s')} CPU-s not in any task (worker start, scheduling, idle); bare: "
                  + ", ".join(f"{k} {v}" for k, v in (b.get("bare") or {}).items()) + " s.")
+    floor = p3.get("cold_floor") or {}
+    if floor.get("cold_ratio_ceiling") is not None:
+        text += (f" A fresh scoring worker spends {floor['worker_imports']['cpu_s_min']} CPU-s importing Ray and "
+                 f"torch before its first row; with the warm run's {floor['ours_warm_s']} s a cold run takes at "
+                 f"least {floor['cold_floor_s']} s, a cold ratio of at most {floor['cold_ratio_ceiling']}.")
     return text
 
 
