@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from ads_ranking_pipelines.config.source import SourceConfig
 from ads_ranking_pipelines.config.training import TrainingParams
@@ -46,3 +46,6 @@ class InferenceJobSpec(BaseModel):
     output_uri: str
     hash_buckets: int
     id_columns: tuple[str, ...] = ()
+    # Scoring tasks at a time: the worker CPUs the cluster was asked for. None: the CPUs Ray sees
+    # when the job starts (on an autoscaling cluster that starts with 0 workers: none yet).
+    concurrency: int | None = Field(None, ge=1)

@@ -125,6 +125,7 @@ class InferRangeSpec(BaseModel):
     source: SourceConfig
     id_columns: tuple[str, ...] = ()
     days: tuple[InferDay, ...] = Field(min_length=1)
+    concurrency: int | None = Field(None, ge=1)     # scoring tasks at a time (InferenceJobSpec)
 
     @model_validator(mode="after")
     def _ordered(self) -> "InferRangeSpec":
@@ -134,4 +135,5 @@ class InferRangeSpec(BaseModel):
     def day_spec(self, i: int) -> InferenceJobSpec:
         d = self.days[i]
         return InferenceJobSpec(source=self.source, day=d.day, model_uri=d.model_uri, model_version=d.model_version,
-                                output_uri=d.output_uri, hash_buckets=d.hash_buckets, id_columns=self.id_columns)
+                                output_uri=d.output_uri, hash_buckets=d.hash_buckets, id_columns=self.id_columns,
+                                concurrency=self.concurrency)

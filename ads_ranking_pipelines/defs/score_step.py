@@ -11,6 +11,7 @@ from typing import Any
 
 import dagster as dg
 
+from ads_ranking_pipelines.config.cluster import CPU_POOL_WORKER_CPUS, ClusterRequest
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.contracts.ranges import InferDay, InferRangeSpec
 from ads_ranking_pipelines.defs.preflight import check_events
@@ -45,12 +46,19 @@ def infer_day(registry: ModelRegistry, source: Any, day: dt.date, run_id: str, l
                     output_uri=registry.layout.scores(registry.model_name, day, version)), params
 
 
+def scoring_concurrency(request: ClusterRequest) -> int:
+    """Scoring tasks at a time: one per worker CPU the cluster was asked for (the head runs none).
+    From the request, not from what Ray sees when the job starts: an autoscaling KubeRay cluster
+    starts with 0 workers and grows only for work that is asked for."""
+    return max(1, int(request.workers * (request.cpus_per_worker or CPU_POOL_WORKER_CPUS)))
+
+
 def score_days(context: dg.AssetExecutionContext, registry: ModelRegistry, source: Any,
                ray_cluster: RayClusterResource, days: list[dt.date]) -> None:
     planned = [infer_day(registry, source, d, context.run.run_id, context.log) for d in days]
-    spec = InferRangeSpec(source=source, id_columns=("impression_id",) if source.kind == "synthetic" else (),
-                          days=tuple(d for d, _ in planned))
     request = ray_cluster.cluster_request(widest([p for _, p in planned]), context.run.run_id)
+    spec = InferRangeSpec(source=source, id_columns=("impression_id",) if source.kind == "synthetic" else (),
+                          days=tuple(d for d, _ in planned), concurrency=scoring_concurrency(request))
     results, metadata = DayResults(), DayMetadata(context)
     try:
         run_days(context, session(context, ray_cluster, request),

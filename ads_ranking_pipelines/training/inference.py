@@ -136,7 +136,8 @@ def written_rows(out_uri: str) -> int:
 def score_day(spec: InferenceJobSpec, reporter: Reporter, *, max_concurrency: int | None = None) -> dict[str, Any]:
     """Score the day's impressions: pieces of the part files (:func:`row_group_chunks`), each
     read, scored and written by one Ray Data task, ``max_concurrency`` at a time (default: the
-    cluster's CPUs; it was 2 whatever the cluster's size). (Ray Data's
+    spec's ``concurrency``, the worker CPUs the cluster was asked for, else the CPUs Ray sees
+    now; it was 2 whatever the cluster's size). (Ray Data's
     ``read_parquet`` makes one read task per file, fused with the scoring: a day in one file
     was scored on one core; it also starts a footer-reading actor, a new process, per call.)
     The stage figures count the writes under ``map_s``: the scoring tasks write."""
@@ -147,7 +148,7 @@ def score_day(spec: InferenceJobSpec, reporter: Reporter, *, max_concurrency: in
     if not ray.is_initialized():
         ray.init()
     if max_concurrency is None:
-        max_concurrency = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        max_concurrency = spec.concurrency or max(1, int(ray.cluster_resources().get("CPU", 1)))
     validate_schema(spec.source, spec.day)
     parts = [fs.normalize(p) for p in part_uris(spec.source.uri, spec.day, spec.source.completeness)]
     id_cols = tuple(c for c in spec.id_columns)

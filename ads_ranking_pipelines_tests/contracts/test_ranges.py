@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from ads_ranking_pipelines.config.source import SourceConfig
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.contracts.gates import ChampionRef, GateConfig
-from ads_ranking_pipelines.contracts.ranges import EvalDay, EvalRangeSpec, TrainDay, TrainRangeSpec
+from ads_ranking_pipelines.contracts.ranges import EvalDay, EvalRangeSpec, InferDay, InferRangeSpec, TrainDay, TrainRangeSpec
 
 D = [dt.date(2026, 3, 10) + dt.timedelta(days=i) for i in range(3)]
 SOURCE = SourceConfig(uri="/tmp/events")
@@ -60,3 +60,13 @@ def test_eval_day_spec_skips_a_champion_that_trained_on_the_day():
     assert EvalRangeSpec(source=SOURCE, gates=GateConfig(), champion=newer, days=days).day_spec(0, newer).champion_uri is None
 
 
+
+
+def test_infer_day_specs_carry_the_scoring_concurrency_the_cluster_was_asked_for():
+    days = tuple(InferDay(day=d, model_uri="/m/v1", model_version="v1", output_uri=f"/s/{d}", hash_buckets=100)
+                 for d in D[:2])
+    spec = InferRangeSpec(source=SOURCE, days=days, concurrency=6)
+    assert [spec.day_spec(i).concurrency for i in range(2)] == [6, 6]
+    assert InferRangeSpec(source=SOURCE, days=days).day_spec(0).concurrency is None   # the CPUs Ray sees
+    with pytest.raises(ValidationError, match="concurrency"):
+        InferRangeSpec(source=SOURCE, days=days, concurrency=0)

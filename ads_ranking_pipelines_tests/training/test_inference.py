@@ -97,9 +97,10 @@ def test_a_day_in_one_file_is_scored_by_several_tasks_every_row_once(tmp_path):
         os.makedirs(folder)
         pq.write_table(pa.Table.from_pandas(rows, preserve_index=False), folder / "part-0.parquet")   # one row group
         (folder / "_SUCCESS").touch()
-    stats, empty, one_group = _score(
+    stats, empty, one_group, asked = _score(
         tmp_path, job, job.model_copy(update={"day": empty_day, "output_uri": str(tmp_path / "empty")}),
-        job.model_copy(update={"day": one_group_day, "output_uri": str(tmp_path / "one")}))
+        job.model_copy(update={"day": one_group_day, "output_uri": str(tmp_path / "one")}),
+        job.model_copy(update={"day": one_group_day, "output_uri": str(tmp_path / "asked"), "concurrency": 1}))
 
     assert stats["rows"] == 40_000 and stats["tasks"] == 4       # pieces of >= 8192 rows: 5 groups of 2000
     files = [f for f in os.listdir(out_uri) if f.endswith(".parquet")]
@@ -118,6 +119,8 @@ def test_a_day_in_one_file_is_scored_by_several_tasks_every_row_once(tmp_path):
     got = pd.read_parquet(tmp_path / "one").sort_values("impression_id").reset_index(drop=True)
     assert got["impression_id"].tolist() == df["impression_id"].tolist()[:20_000]
     np.testing.assert_allclose(got["score"].to_numpy(), want[:20_000], rtol=1e-5, atol=1e-6)
+    # the worker CPUs the cluster was asked for, not the CPUs Ray sees when the job starts
+    assert asked["rows"] == 20_000 and "3 tasks, 1 at a time" in asked["log"], asked["log"]
     # a day of 0 rows: nothing scored, nothing half-made, the marker says 0
     assert empty["rows"] == 0 and empty["tasks"] == 0
     assert os.listdir(tmp_path / "empty") == ["_SUCCESS"]
