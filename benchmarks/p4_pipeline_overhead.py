@@ -1,8 +1,8 @@
 """P4: a full daily run's wall time, split into in-job compute and overhead.
 
 Runs the real pipeline, ``cli.pipeline.run_pipeline(day, params, source, environ)`` (Dagster
-``daily_retraining``, in-process executor, local backend: a head + 2 one-CPU worker nodes on
-loopback, three Ray jobs submitted over the job API and followed with Pipes), with
+``daily_retraining``, in-process executor, local backend: its default layout, one Ray node
+with the 2 one-CPU workers' CPUs, on loopback, three Ray jobs submitted over the job API and followed with Pipes), with
 ADS_RANKING_HOME and DAGSTER_HOME in this benchmark's temp dir. The synthetic event days are
 written before the run (their generation time is reported apart, not counted), so the run
 only checks them, as it would with a real source.
@@ -34,7 +34,8 @@ Then it reads the run back from the Dagster instance:
   the cluster) and RUN_SUCCESS -> return.
 
 Provisioning and teardown are also measured on their own: ``LocalRayBackend(...).session(
-ClusterRequest(workers=2, cpus_per_worker=1))`` entered and left once, after the run.
+ClusterRequest(workers=2, cpus_per_worker=1))`` entered and left once, after the run, in the
+run's layout and then in the other one (``node_per_worker``: a head + 2 worker nodes).
 """
 
 from __future__ import annotations
@@ -94,17 +95,26 @@ def _rd(x: float | None, nd: int = 2) -> float | None:
 
 
 def _measure_cluster(tmp: str) -> dict[str, Any]:
+    """The run's layout (the default, one node), then the other one (a head + a node per
+    worker) for comparison, each provisioned and torn down once."""
     from ads_ranking_pipelines.backends.local import LocalRayBackend
     from ads_ranking_pipelines.config.cluster import ClusterRequest
 
-    backend = LocalRayBackend(os.path.join(tmp, "provision", "clusters"))
-    request = ClusterRequest(name="bench-provision", owner="bench", workers=2, cpus_per_worker=1)
-    t0 = time.perf_counter()
-    with backend.session(request):
-        t1 = time.perf_counter()
-    t2 = time.perf_counter()
-    return {"provision_s": round(t1 - t0, 2), "teardown_s": round(t2 - t1, 2),
-            "nodes": "head (0 CPU) + 2 workers x 1 CPU"}
+    out: dict[str, Any] = {}
+    for single, nodes in ((True, "one node, 2 CPUs (2 workers x 1 CPU)"),
+                          (False, "head (0 CPU) + 2 worker nodes x 1 CPU")):
+        backend = LocalRayBackend(os.path.join(tmp, "provision", "clusters"), single_node=single)
+        request = ClusterRequest(name="bench-provision", owner="bench", workers=2, cpus_per_worker=1)
+        t0 = time.perf_counter()
+        with backend.session(request):
+            t1 = time.perf_counter()
+        t2 = time.perf_counter()
+        row = {"provision_s": round(t1 - t0, 2), "teardown_s": round(t2 - t1, 2), "nodes": nodes}
+        if single:
+            out.update(row)
+        else:
+            out["node_per_worker"] = row
+    return out
 
 
 def body(tmp: str) -> dict[str, Any]:

@@ -271,7 +271,8 @@ def interpret(records: dict[str, dict[str, Any]]) -> list[str]:
         out.append(f"P4: of a {p4['total_s']:.0f} s daily run, {p4['in_job_compute_s']:.0f} s is compute the jobs "
                    f"report and {p4['overhead_s']:.0f} s ({p4['ratio']:.0%}) is overhead: cluster start "
                    f"{b.get('cluster_start_s')} s (alone: provision {alone.get('provision_s')} s, teardown "
-                   f"{alone.get('teardown_s')} s), teardown in the run {b.get('teardown_s')} s, and per Ray job the "
+                   f"{alone.get('teardown_s')} s; a head + a node per worker: provision "
+                   f"{alone.get('node_per_worker', {}).get('provision_s')} s), teardown in the run {b.get('teardown_s')} s, and per Ray job the "
                    "submit, job-driver start (interpreter, imports, ray.init) and exit/poll/drain; see breakdown.steps.")
         if p4.get("strict_overhead_s") is not None:
             out.append(f"P4 strict (the training job's read, Ray Train start and export as overhead too): "

@@ -36,7 +36,9 @@ class LocalClusterSession(ClusterSession):
 
 
 class LocalRayBackend(RayBackend):
-    """Starts a head + ``request.workers`` worker nodes on 127.0.0.1 for each session.
+    """Starts a local Ray cluster on 127.0.0.1 for each session: one node with the CPUs of
+    ``request.workers`` workers (``single_node``, the default), else a head + ``request.workers``
+    worker nodes.
 
     ``state_dir`` holds one JSON file per running cluster so the CLI can find clusters again
     from another process. ``replace_dead_workers`` restarts worker nodes that die. A session's
@@ -47,8 +49,9 @@ class LocalRayBackend(RayBackend):
     name = "local"
 
     def __init__(self, state_dir: str | Path, replace_dead_workers: bool = True,
-                 start_timeout_s: float = 120, run_id: str | None = None):
+                 start_timeout_s: float = 120, run_id: str | None = None, single_node: bool = True):
         self.state_dir = Path(state_dir)
+        self.single_node = single_node
         self.replace_dead_workers = replace_dead_workers
         self.start_timeout_s = start_timeout_s
         self.run_id = run_id
@@ -56,7 +59,7 @@ class LocalRayBackend(RayBackend):
     @contextlib.contextmanager
     def session(self, request: ClusterRequest) -> Iterator[LocalClusterSession]:
         cluster = LocalRayCluster.start(request, self.state_dir, start_timeout_s=self.start_timeout_s,
-                                        run_id=self.run_id, session=True)
+                                        run_id=self.run_id, session=True, single_node=self.single_node)
         try:
             if self.replace_dead_workers:
                 cluster.start_monitor()

@@ -15,7 +15,8 @@ from ads_ranking_pipelines.config.cluster import ClusterRequest
 class LocalSummary:
     request: ClusterRequest
     alive: bool                      # the head process runs
-    workers_ready: int | None        # live worker nodes per the dashboard (None: not asked / no answer)
+    workers_ready: int | None        # live worker nodes per the dashboard (None: not asked / no answer);
+                                     # on a single node, its workers while the node is alive
     created_at: dt.datetime | None
 
     @property
@@ -29,7 +30,8 @@ def summarize(cluster: LocalRayCluster, probe: bool = True) -> LocalSummary:
     ready = None
     if alive and probe:
         with contextlib.suppress(Exception):
-            ready = max(0, cluster.alive_nodes() - 1)
+            nodes = cluster.alive_nodes()
+            ready = (cluster.request.workers if nodes else 0) if cluster.state.single_node else max(0, nodes - 1)
     created = None
     with contextlib.suppress(ValueError):
         created = dt.datetime.fromisoformat(cluster.state.created_at)

@@ -182,12 +182,14 @@ def _create_local(env: CliEnv, resolved: ResolvedRequest, timeout: float):
              f"GPUs; valid: {cpu_pools}", EXIT_INVALID)
     err = render.stderr()
     started = time.monotonic()
-    with err.status(f"starting local Ray cluster {request.name} (head + {request.workers} "
-                    "worker node(s))…"), sigterm_as_interrupt():
+    single = env.settings.local_layout == "single-node"
+    layout = (f"one node for {request.workers} worker(s)" if single
+              else f"head + {request.workers} worker node(s)")
+    with err.status(f"starting local Ray cluster {request.name} ({layout})…"), sigterm_as_interrupt():
         try:
             # The node processes run in their own sessions: they outlive this command.
             cluster = LocalRayCluster.start(request, env.settings.state_dir,
-                                            start_timeout_s=timeout)
+                                            start_timeout_s=timeout, single_node=single)
         except BackendError as exc:
             fail(str(exc), EXIT_RUNTIME)
     err.print(f"started in {time.monotonic() - started:.1f}s; stop it with "

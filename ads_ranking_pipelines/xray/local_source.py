@@ -33,9 +33,10 @@ class Starting:
 class LocalSource:
     backend = "local"
 
-    def __init__(self, state_dir: str, start_timeout_s: float = 900.0) -> None:
+    def __init__(self, state_dir: str, start_timeout_s: float = 900.0, single_node: bool = True) -> None:
         # 900 s: the default of `ads-ranking cluster create --timeout`.
         self.state_dir = state_dir
+        self.single_node = single_node
         self.start_timeout_s = start_timeout_s
         self._lock = threading.Lock()
         self._started: dict[str, LocalRayCluster] = {}
@@ -105,8 +106,8 @@ class LocalSource:
 
     def _start(self, request: ClusterRequest) -> None:
         try:
-            cluster = LocalRayCluster.start(request, self.state_dir,
-                                            start_timeout_s=self.start_timeout_s)
+            cluster = LocalRayCluster.start(request, self.state_dir, start_timeout_s=self.start_timeout_s,
+                                            single_node=self.single_node)
         except (BackendError, OSError) as exc:
             log.warning("local cluster %s did not start: %s", request.name, exc)
             with self._lock:

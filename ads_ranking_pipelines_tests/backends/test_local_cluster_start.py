@@ -101,6 +101,8 @@ def test_object_store_is_ray_s_share_of_each_node_s_memory() -> None:
     assert object_store_bytes(big, "worker") == int(0.3 * 16 * gib)
     assert object_store_bytes(big, "head") == int(0.3 * 8 * gib)
     assert object_store_bytes(ClusterRequest(name="os", memory_per_worker="512Mi"), "worker") == 256 * 2**20
+    # one node for the head and every worker: all their memory
+    assert object_store_bytes(big.model_copy(update={"workers": 3}), "single") == int(0.3 * (8 + 3 * 16) * gib)
 
 
 def node_details(cluster: LocalRayCluster) -> list[dict]:
@@ -150,4 +152,25 @@ def test_a_worker_node_that_dies_in_a_wave_is_started_again(tmp_path) -> None:
         assert cluster.alive_nodes() == 3
     finally:
         cluster.stop()
+    assert wait_no_processes(cluster.state.temp_dir) == []
+
+
+@pytest.mark.ray
+def test_a_single_node_cluster_holds_every_worker_s_cpus_and_memory_on_one_node(tmp_path) -> None:
+    """The local default: one Ray node, no worker nodes; Ray schedules the request's workers on
+    it (its CPUs are theirs), and the views count them as ready while it lives."""
+    from ads_ranking_pipelines.backends.local_summary import summarize
+
+    request = ClusterRequest(name="single", workers=2, cpus_per_worker=1.5, memory_per_worker="1Gi")
+    cluster = LocalRayCluster.start(request, tmp_path / "clusters", start_timeout_s=60, single_node=True)
+    try:
+        (node,) = node_details(cluster)
+        assert node["resources_total"]["CPU"] == 3.0
+        assert node["resources_total"]["object_store_memory"] == pytest.approx(0.3 * 6 * 2**30, rel=0.01)
+        assert cluster.state.worker_pids == [] and len(cluster._procs) == 1
+        found = LocalRayCluster.find("single", tmp_path / "clusters")        # from another process
+        assert found is not None and found.state.single_node
+        assert summarize(found).workers_ready == 2
+    finally:
+        cluster.stop(force=True)
     assert wait_no_processes(cluster.state.temp_dir) == []

@@ -39,7 +39,7 @@ def test_killed_worker_node_is_replaced_and_training_resumes(ads_home, tmp_path)
         model_uri=str(tmp_path / "model"), run_name="fault"),))
     job = JobSpec(submission_id="train-fault", env_vars={SPEC_ENV: spec.model_dump_json()},
                   entrypoint=f"{sys.executable} -m ads_ranking_pipelines.ray_jobs.train")
-    backend = LocalRayBackend(ads_home / "clusters")
+    backend = LocalRayBackend(ads_home / "clusters", single_node=False)          # worker nodes, as pods
     lines: list[str] = []
 
     with backend.session(ClusterRequest(name="fault", workers=2)) as session:

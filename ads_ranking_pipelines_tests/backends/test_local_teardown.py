@@ -19,12 +19,14 @@ def _node_exit_codes(cluster: LocalRayCluster) -> list[int | None]:
     return [p.returncode for p in cluster._procs.values()]
 
 
-def test_a_session_cluster_is_killed_at_once_and_leaves_nothing(tmp_path) -> None:
+@pytest.mark.parametrize("single_node", [True, False], ids=["single-node", "node-per-worker"])
+def test_a_session_cluster_is_killed_at_once_and_leaves_nothing(tmp_path, single_node) -> None:
     state_dir = tmp_path / "clusters"
-    with LocalRayBackend(state_dir).session(ClusterRequest(name="td", workers=1)) as session:
+    nodes = 1 if single_node else 2
+    with LocalRayBackend(state_dir, single_node=single_node).session(ClusterRequest(name="td", workers=1)) as session:
         cluster = session.cluster
-        assert cluster.alive_nodes() == 2
+        assert cluster.alive_nodes() == nodes
     # `ray start --block` exits 1 after its own graceful shutdown on SIGTERM; killed: -9
-    assert _node_exit_codes(cluster) == [-signal.SIGKILL] * 2
+    assert _node_exit_codes(cluster) == [-signal.SIGKILL] * nodes
     assert wait_no_processes(cluster.state.temp_dir) == []
     assert LocalRayCluster.find("td", state_dir) is None

@@ -68,7 +68,7 @@ def test_a_lost_worker_node_loses_no_block_of_the_window(ads_home, tmp_path):
     spec = TrainJobSpec(params=params, source=SourceConfig(uri=str(tmp_path / "events")), train_days=tuple(days),
                         model_version="v1", model_uri=str(tmp_path / "m"), ray_storage_uri=str(tmp_path / "r"),
                         run_name="w")
-    backend = LocalRayBackend(ads_home / "clusters", replace_dead_workers=False)
+    backend = LocalRayBackend(ads_home / "clusters", replace_dead_workers=False, single_node=False)
     with backend.session(ClusterRequest(name="window", workers=1)) as session:
         env = {**session.cluster.env(), "RAY_ADDRESS": session.cluster.state.gcs_address}
         driver = subprocess.Popen([sys.executable, "-c", DRIVER, spec.model_dump_json(), "45"], env=env, text=True,
