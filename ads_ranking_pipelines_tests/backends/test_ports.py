@@ -27,7 +27,7 @@ def test_free_ports_are_distinct_and_skip_the_ports_to_avoid() -> None:
 def test_every_node_of_a_cluster_gets_ports_no_other_node_of_it_has(tmp_path) -> None:
     request = ClusterRequest(name="ports", workers=2)
     for _ in range(300):     # without the bookkeeping about 3 % of these collide
-        cluster = LocalRayCluster._new(request, tmp_path, run_id=None, session=False)
+        cluster = LocalRayCluster._new(request, tmp_path, run_id=None, session=False, single_node=False)
         try:
             given = [int(cluster.state.gcs_address.rsplit(":", 1)[1]),
                      int(cluster.state.dashboard_url.rsplit(":", 1)[1])]
