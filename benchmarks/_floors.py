@@ -4,7 +4,8 @@
 without, timed alone between ``world`` processes of one torch thread each, with the step's
 tensor sizes: the KJT input distribution (an all-to-all of the splits, of the lengths and of
 the ids), the pooled embeddings' all-to-all forward and its gradients' backward, and DDP's
-all-reduce of the dense parameters. TorchRec may make more; compute is not included, so the
+averaging of the dense gradients (gathered and summed, as ``training.grad_sync`` does on a small
+gloo group). TorchRec may make more; compute is not included, so the
 sum per sample is what sharding over ``world`` processes adds at the least.
 
 ``import_floor`` (P3): CPU-seconds a fresh interpreter spends importing what a scoring worker
@@ -34,7 +35,8 @@ def step_tensors(batch_per_rank: int, tables: int, pooled_width: int, dense_para
         "a2a_ids": ("a2a", "int64", batch_per_rank * tables),
         "a2a_pooled_forward": ("a2a", "float32", batch_per_rank * pooled_width),
         "a2a_pooled_backward": ("a2a", "float32", batch_per_rank * pooled_width),
-        "allreduce_dense_grads": ("allreduce", "float32", dense_params),
+        # DDP's averaging as training.grad_sync does it on 2 gloo ranks: gathered, then summed
+        "gather_dense_grads": ("allgather", "float32", dense_params),
     }
 
 
@@ -60,7 +62,10 @@ def _rank(rank: int, world: int, port: int, tensors: dict[str, Any], repeats: in
         n = max(world, n - n % world)
         src = torch.ones(n, dtype=getattr(torch, dtype))
         dst = torch.empty_like(src)
-        op = (lambda: dist.all_to_all_single(dst, src)) if kind == "a2a" else (lambda: dist.all_reduce(src))
+        gathered = torch.empty(world * n, dtype=src.dtype)
+        op = {"a2a": lambda: dist.all_to_all_single(dst, src), "allreduce": lambda: dist.all_reduce(src),
+              "allgather": lambda: dist.all_gather_into_tensor(gathered, src) or gathered.view(world, -1).sum(0),
+              }[kind]
         for _ in range(10):
             op()
         dist.barrier()

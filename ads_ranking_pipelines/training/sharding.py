@@ -21,6 +21,7 @@ Requires an initialised default process group (or one passed in).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,8 @@ from torchrec.optim.keyed import CombinedOptimizer, KeyedOptimizerWrapper
 from torchrec.optim.optimizers import in_backward_optimizer_filter
 from torchrec.optim.rowwise_adagrad import RowWiseAdagrad
 
+from ads_ranking_pipelines.training import grad_sync
+
 EMBEDDING_OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "rowwise_adagrad": RowWiseAdagrad,
     "adagrad": torch.optim.Adagrad,
@@ -50,6 +53,7 @@ class ShardedModel:
     dense_optimizer: KeyedOptimizerWrapper
     plan: ShardingPlan
     plan_summary: dict[str, dict[str, Any]]
+    grad_hook: str | None = None          # how DDP averages dense gradients (training.grad_sync)
 
     def plan_text(self) -> str:
         return format_plan(self.plan_summary)
@@ -72,10 +76,13 @@ def shard_model(
     local_world_size: int | None = None,
     process_group: dist.ProcessGroup | None = None,
     plan: ShardingPlan | None = None,
+    comm_hook_wrap: Callable[[Any], Any] | None = None,
 ) -> ShardedModel:
     """Wrap ``model`` (ideally built on the meta device) in DMP and build its optimizers.
 
-    Must be called on every rank of the process group with the same arguments.
+    Must be called on every rank of the process group with the same arguments. DDP averages
+    the dense gradients with ``grad_sync``'s hook for the backend (``comm_hook_wrap`` may wrap
+    it, e.g. to time it).
     """
     pg = process_group if process_group is not None else dist.GroupMember.WORLD
     if pg is None:
@@ -115,12 +122,13 @@ def shard_model(
         plan=plan,
         sharders=sharders,
     )
+    grad_hook = grad_sync.install(dmp, comm_hook_wrap)
     dense_params = dict(in_backward_optimizer_filter(dmp.named_parameters()))
     dense_opt = KeyedOptimizerWrapper(
         dense_params, lambda ps: torch.optim.AdamW(ps, lr=learning_rate, weight_decay=dense_weight_decay))
     optimizer = CombinedOptimizer([("fused", dmp.fused_optimizer), ("dense", dense_opt)])
     return ShardedModel(model=dmp, optimizer=optimizer, dense_optimizer=dense_opt, plan=plan,
-                        plan_summary=summarize_plan(plan))
+                        plan_summary=summarize_plan(plan), grad_hook=grad_hook)
 
 
 def _is_embedding_param(name: str) -> bool:

@@ -17,10 +17,10 @@ Phases (summed over the epoch's steps):
                      all-to-all to the end of its output all-to-all (a forward pre-hook, and a
                      callback on the awaitable it returns)
 ``backward``         ``loss.backward()``: dense and embedding backward, the embedding gradient
-                     all-to-all, the fused row-wise Adagrad update, DDP's gradient all-reduce
-``grad_allreduce``   part of ``backward``: DDP's all-reduce of the dense gradients, from launch
-                     to completion per bucket (a DDP comm hook doing what the default does:
-                     average over ranks)
+                     all-to-all, the fused row-wise Adagrad update, DDP's gradient averaging
+``grad_allreduce``   part of ``backward``: DDP's averaging of the dense gradients over the ranks,
+                     from launch to completion per bucket (``training.grad_sync``'s comm hook:
+                     gathered and summed on a small gloo group, all-reduced otherwise)
 ``optimizer``        learning-rate update, ``zero_grad`` and the dense Adam step
 
 ``profile_other_s`` is the epoch time left over (progress records, loss bookkeeping, the
@@ -78,7 +78,8 @@ class StepProfile:
     # ---- hooks into the sharded model -------------------------------------------------------
 
     def attach(self, model: nn.Module) -> None:
-        """Time the (sharded) embedding collection and DDP's gradient all-reduce of ``model``."""
+        """Time the (sharded) embedding collection of ``model`` (DDP's gradient averaging is
+        timed by wrapping its hook: :meth:`timed_hook`)."""
         if not self.enabled:
             return
         for module in model.modules():    # the outermost one: DMP's sharded collection, or a plain one
@@ -86,9 +87,6 @@ class StepProfile:
                 module.register_forward_pre_hook(self._embedding_pre)
                 module.register_forward_hook(self._embedding_post)
                 break
-        ddp = next((m for m in model.modules() if isinstance(m, torch.nn.parallel.DistributedDataParallel)), None)
-        if ddp is not None:
-            ddp.register_comm_hook(ddp.process_group, self._timed_allreduce)
 
     def _embedding_pre(self, module: nn.Module, args: Any) -> None:
         self._embedding_start = time.perf_counter()
@@ -107,17 +105,19 @@ class StepProfile:
             done(None)
         return None
 
-    def _timed_allreduce(self, process_group, bucket):  # no annotations: DDP checks them
-        """DDP's default gradient averaging (``allreduce_hook``), timed from launch to done."""
-        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+    def timed_hook(self, hook: Any) -> Any:
+        """DDP comm ``hook`` (``training.grad_sync``), timed from launch to done as ``grad_allreduce``."""
 
-        t0 = time.perf_counter()
+        def timed(process_group, bucket):  # no annotations: DDP checks them
+            t0 = time.perf_counter()
 
-        def done(fut):
-            self.add("grad_allreduce", time.perf_counter() - t0)
-            return fut.value()
+            def done(fut):
+                self.add("grad_allreduce", time.perf_counter() - t0)
+                return fut.value()
 
-        return allreduce_hook(process_group, bucket).then(done)
+            return hook(process_group, bucket).then(done)
+
+        return timed
 
 
 def thread_counts() -> dict[str, Any]:

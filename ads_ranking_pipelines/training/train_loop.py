@@ -342,16 +342,17 @@ def setup_worker(params: TrainingParams, feature_spec: FeatureSpec, *, device: t
     rank, world = dist.get_rank(), dist.get_world_size()
     model = build_model(params, feature_spec, device=torch.device("meta"))
     torch.manual_seed(params.seed + rank)
+    profile = StepProfile(params.profile_steps)
     sm = shard_model(model, device=device, learning_rate=params.learning_rate,
                      embedding_learning_rate=params.effective_embedding_learning_rate,
                      embedding_eps=params.embedding_eps, dense_weight_decay=params.dense_weight_decay,
-                     batch_size=params.batch_size, local_world_size=local_world_size)
+                     batch_size=params.batch_size, local_world_size=local_world_size,
+                     comm_hook_wrap=profile.timed_hook if profile.enabled else None)
     if id_counts:
         set_id_counts(sm.model, id_counts)
     # start values of every param group, taken before any checkpoint is loaded; the schedule
     # scales them by lr_multiplier(global_step)
     base_lrs = [float(g["lr"]) for g in sm.optimizer.param_groups]
-    profile = StepProfile(params.profile_steps)
     profile.attach(sm.model)
     return Worker(params=params, feature_spec=feature_spec, sm=sm, device=device,
                   comm_device=device if dist.get_backend() == "nccl" else torch.device("cpu"),
