@@ -30,7 +30,10 @@ Then it reads the run back from the Dagster instance:
   submitted, "Running entrypoint", "Connected to Ray cluster" (interpreter + imports +
   ray.init), its last line -> step end (job exit, status read, log drain, the asset's own
   bookkeeping after the job), split at the step's "[pipes] Ray job ... SUCCEEDED" line into
-  last line -> terminal seen and terminal seen -> step end; teardown (last step end -> "Finished steps", the resource closing
+  last line -> terminal seen and terminal seen -> step end; ``stamped_submit_to_ray_connected_s``:
+  submit -> the job's driver connected to Ray, from the timestamp Ray writes in that log line,
+  which the log tail's lateness (``log_arrival_lag_s``: 3-4 s measured for a job's first line)
+  does not skew; teardown (last step end -> "Finished steps", the resource closing
   the cluster) and RUN_SUCCESS -> return.
 
 Provisioning and teardown are also measured on their own: ``LocalRayBackend(...).session(
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import sys
 import time
 from typing import Any
@@ -88,6 +92,33 @@ def _last(events, pred) -> float | None:
 
 def k_is_log(e: tuple[float, str, str | None, str]) -> bool:
     return e[1] == "LOG"
+
+
+RAY_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\s")
+
+
+def _stamped(mine, marker: str) -> tuple[float, float] | None:
+    """(when Ray wrote it, when it arrived) of the first line of a job's log that holds
+    ``marker`` and starts with Ray's own timestamp (local time, milliseconds)."""
+    for t, kind, _step, msg in mine:
+        m = RAY_STAMP.match(msg)
+        if kind == "LOG" and m and marker in msg:
+            return dt.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp(), t
+    return None
+
+
+def _job_start_times(mine, submit: float | None) -> dict[str, float | None]:
+    """From the timestamps Ray writes in a job's log (their arrival is late by what the
+    dashboard's log tail waits): submit -> the job's driver has connected to Ray (job supervisor
+    start, driver interpreter, imports, ``ray.init``), and how late the job manager's first line
+    ("Runtime env is setting up", written as it accepts the job) arrived."""
+    accepted, conn = _stamped(mine, "Runtime env is setting up"), _stamped(mine, "Connected to Ray cluster")
+    out: dict[str, float | None] = {}
+    if accepted is not None:
+        out["log_arrival_lag_s"] = _rd(accepted[1] - accepted[0])
+    if conn is not None and submit is not None:
+        out["stamped_submit_to_ray_connected_s"] = _rd(conn[0] - submit)
+    return out
 
 
 def _rd(x: float | None, nd: int = 2) -> float | None:
@@ -237,6 +268,7 @@ def analyze(instance, run_id: str, t_call: float, total: float) -> dict[str, Any
             row["entrypoint_to_pipes_open_s"] = _rd(pipes - entry)
         if entry is not None and conn is not None:
             row["entrypoint_to_ray_connected_s"] = _rd(conn - entry)        # imports + ray.init
+        row.update(_job_start_times(mine, submit))
         if last_line is not None and end is not None:
             row["job_last_line_to_step_end_s"] = _rd(end - last_line)       # job exit, poll, drain
         # "[pipes] Ray job ... SUCCEEDED": when the step saw the job terminal
