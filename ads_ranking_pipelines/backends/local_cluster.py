@@ -40,7 +40,7 @@ import requests
 from ads_ranking_pipelines.backends.base import BackendError
 from ads_ranking_pipelines.backends.ports import free_ports
 from ads_ranking_pipelines.backends.processes import pid_alive, pids_mentioning, process_start
-from ads_ranking_pipelines.config.cluster import CPU_POOL_WORKER_CPUS, CPU_POOL_WORKER_MEMORY, ClusterRequest
+from ads_ranking_pipelines.config.cluster import CPU_POOL_WORKER_MEMORY, ClusterRequest
 from ads_ranking_pipelines.config.quantity import parse_memory
 
 log = logging.getLogger(__name__)
@@ -64,12 +64,6 @@ def object_store_bytes(request: ClusterRequest, role: str) -> int:
     memory = {"head": parse_memory(request.head_memory), "worker": worker,
               "single": parse_memory(request.head_memory) + request.workers * worker}[role]
     return max(OBJECT_STORE_MIN_BYTES, int(memory * OBJECT_STORE_FRACTION))
-
-
-def _worker_cpus(request: ClusterRequest) -> float:
-    """A worker node's CPUs: the request's (resolved against the catalog), else the CPU-pool
-    default that resolution would have filled in (the local backend has CPU pools only)."""
-    return request.cpus_per_worker if request.cpus_per_worker is not None else CPU_POOL_WORKER_CPUS
 
 
 def _bin_dir() -> str:
@@ -251,7 +245,7 @@ class LocalRayCluster:
         a single node has every worker's CPUs. A request for no workers: the head's own."""
         if request.workers == 0:
             return request.head_cpus
-        return request.workers * _worker_cpus(request) if single_node else 0.0
+        return request.workers * request.worker_cpus() if single_node else 0.0
 
     def _spawn(self, node_args: list[str], role: str, object_store: int) -> subprocess.Popen:
         p1, p2, p3, p4, p5, p6, p7 = self._node_ports()
@@ -286,7 +280,7 @@ class LocalRayCluster:
         with self._lock:
             # All nodes share one session log dir here: only the head's log monitor may forward
             # worker output to drivers, or every line arrives once per node.
-            proc = self._spawn([f"--address={self.state.gcs_address}", f"--num-cpus={_worker_cpus(req):g}",
+            proc = self._spawn([f"--address={self.state.gcs_address}", f"--num-cpus={req.worker_cpus():g}",
                                 "--include-log-monitor=false"], role="worker",
                                object_store=object_store_bytes(req, "worker"))
             self.state.worker_pids.append(proc.pid)

@@ -68,6 +68,11 @@ class ClusterRequest(BaseModel):
         "generate one per cluster. Only the name is ever rendered.",
     )
 
+    def worker_cpus(self) -> float:
+        """One worker's CPUs: the request's, else the CPU-pool default (what resolution against
+        a CPU pool fills in; a resolved request always names them)."""
+        return self.cpus_per_worker if self.cpus_per_worker is not None else CPU_POOL_WORKER_CPUS
+
     @field_validator("name", "namespace", "service_account")
     @classmethod
     def _rfc1123(cls, v: str) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 import dagster as dg
 
-from ads_ranking_pipelines.config.cluster import CPU_POOL_WORKER_CPUS, ClusterRequest
+from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.contracts.ranges import InferDay, InferRangeSpec
 from ads_ranking_pipelines.defs.preflight import check_events
@@ -50,7 +50,7 @@ def scoring_concurrency(request: ClusterRequest) -> int:
     """Scoring tasks at a time: one per worker CPU the cluster was asked for (the head runs none).
     From the request, not from what Ray sees when the job starts: an autoscaling KubeRay cluster
     starts with 0 workers and grows only for work that is asked for."""
-    return max(1, int(request.workers * (request.cpus_per_worker or CPU_POOL_WORKER_CPUS)))
+    return max(1, int(request.workers * request.worker_cpus()))
 
 
 def score_days(context: dg.AssetExecutionContext, registry: ModelRegistry, source: Any,
