@@ -32,7 +32,7 @@ def local_backend(settings: Settings, *, start_timeout_s: float = 180.0,
     from ads_ranking_pipelines.backends.local import LocalRayBackend
 
     return LocalRayBackend(settings.state_dir, start_timeout_s=start_timeout_s, run_id=run_id,
-                           single_node=settings.local_layout == "single-node")
+                           single_node=settings.local_single_node)
 
 
 def kuberay_backend(settings: Settings, catalog: PoolCatalog, *, namespace: str | None = None,

@@ -182,7 +182,7 @@ def _create_local(env: CliEnv, resolved: ResolvedRequest, timeout: float):
              f"GPUs; valid: {cpu_pools}", EXIT_INVALID)
     err = render.stderr()
     started = time.monotonic()
-    single = env.settings.local_layout == "single-node"
+    single = env.settings.local_single_node
     layout = (f"one node for {request.workers} worker(s)" if single
               else f"head + {request.workers} worker node(s)")
     with err.status(f"starting local Ray cluster {request.name} ({layout})…"), sigterm_as_interrupt():

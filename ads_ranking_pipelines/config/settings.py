@@ -89,6 +89,11 @@ class Settings:
     owner: str | None = None
     local_layout: str = "single-node"
 
+    @property
+    def local_single_node(self) -> bool:
+        """The local backend runs one Ray node for all workers (``ADS_RANKING_LOCAL_LAYOUT``)."""
+        return self.local_layout == "single-node"
+
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> "Settings":
         """Read every setting; :class:`SettingsError` names a bad variable."""

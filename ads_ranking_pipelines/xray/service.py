@@ -70,8 +70,7 @@ class XrayService:
     def __init__(self, settings: XraySettings, environ: Mapping[str, str]) -> None:
         self.settings = settings
         self.catalog = load_catalog(settings.settings.pool_catalog)
-        self.local = LocalSource(settings.settings.state_dir,
-                                 single_node=settings.settings.local_layout == "single-node")
+        self.local = LocalSource(settings.settings.state_dir, single_node=settings.settings.local_single_node)
         self.kuberay = (KubeRaySource(settings.kube, settings.settings, self.catalog)
                         if settings.kube.enabled else None)
         self.notebooks = Notebooks(settings.notebooks_dir)
