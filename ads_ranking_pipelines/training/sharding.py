@@ -53,7 +53,6 @@ class ShardedModel:
     dense_optimizer: KeyedOptimizerWrapper
     plan: ShardingPlan
     plan_summary: dict[str, dict[str, Any]]
-    grad_hook: str | None = None          # how DDP averages dense gradients (training.grad_sync)
 
     def plan_text(self) -> str:
         return format_plan(self.plan_summary)
@@ -122,13 +121,13 @@ def shard_model(
         plan=plan,
         sharders=sharders,
     )
-    grad_hook = grad_sync.install(dmp, comm_hook_wrap)
+    grad_sync.install(dmp, comm_hook_wrap)
     dense_params = dict(in_backward_optimizer_filter(dmp.named_parameters()))
     dense_opt = KeyedOptimizerWrapper(
         dense_params, lambda ps: torch.optim.AdamW(ps, lr=learning_rate, weight_decay=dense_weight_decay))
     optimizer = CombinedOptimizer([("fused", dmp.fused_optimizer), ("dense", dense_opt)])
     return ShardedModel(model=dmp, optimizer=optimizer, dense_optimizer=dense_opt, plan=plan,
-                        plan_summary=summarize_plan(plan), grad_hook=grad_hook)
+                        plan_summary=summarize_plan(plan))
 
 
 def _is_embedding_param(name: str) -> bool:
