@@ -61,11 +61,12 @@ def _rank(rank: int, world: int, port: int, tensors: dict[str, Any], repeats: in
     for name, (kind, dtype, n) in tensors.items():
         n = max(world, n - n % world)
         src = torch.ones(n, dtype=getattr(torch, dtype))
-        dst = torch.empty_like(src)
-        gathered = torch.empty(world * n, dtype=src.dtype)
-        op = {"a2a": lambda: dist.all_to_all_single(dst, src), "allreduce": lambda: dist.all_reduce(src),
-              "allgather": lambda: dist.all_gather_into_tensor(gathered, src) or gathered.view(world, -1).sum(0),
-              }[kind]
+        if kind == "a2a":
+            dst = torch.empty_like(src)
+            op = lambda: dist.all_to_all_single(dst, src)  # noqa: E731
+        else:                                               # "allgather": gathered, then summed
+            gathered = torch.empty(world * n, dtype=src.dtype)
+            op = lambda: dist.all_gather_into_tensor(gathered, src) or gathered.view(world, -1).sum(0)  # noqa: E731
         for _ in range(10):
             op()
         dist.barrier()
