@@ -7,7 +7,7 @@ the default ``TrainingParams`` (9 tables x 100k x 16; the weights do not change 
 ours  ``training.inference.score_day`` with an ``InferenceJobSpec`` (id column impression_id, as
       the pipeline does for synthetic sources) on an in-process local Ray with 2 CPUs: the day's
       file cut into pieces of whole row groups (footers read in the driver), Ray Data
-      ``from_items(pieces)`` -> ``map_batches(score_chunks, num_cpus=1, concurrency=2)`` (each
+      ``from_items(pieces)`` -> ``map_batches(score_chunks, num_cpus=1, compute=TaskPoolStrategy(size=2))`` (each
       task reads its row groups, transforms, scores and writes its own parquet file). Figure: score_day's own ``seconds`` (read + transform + score + write,
       including each map worker's first model load; excluding the schema check before and the
       re-read that counts rows after). "cold" is the first call on a freshly started Ray (what a

@@ -165,7 +165,8 @@ def score_day(spec: InferenceJobSpec, reporter: Reporter, *, max_concurrency: in
     if chunks:                      # a day of 0 rows: nothing to score, the marker says so
         fs.makedirs(out_uri)
         scored = ray.data.from_items(chunks, override_num_blocks=len(chunks)).map_batches(
-            score_chunks, batch_format="numpy", batch_size=1, num_cpus=1, concurrency=max_concurrency,
+            score_chunks, batch_format="numpy", batch_size=1, num_cpus=1,
+            compute=ray.data.TaskPoolStrategy(size=max_concurrency),
             fn_kwargs={"columns": read_cols, "model_uri": spec.model_uri, "model_version": spec.model_version,
                        "keep": id_cols, "out_uri": out_uri})
         # Ray Data keeps part of the CPUs for each operator's outputs by default: the second

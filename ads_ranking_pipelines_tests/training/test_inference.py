@@ -69,6 +69,8 @@ def _score(tmp_path, *jobs):
     out = subprocess.run([sys.executable, "-c", SCORE, *(j.model_dump_json() for j in jobs)], env=env,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
+    # no deprecated Ray Data arguments (``concurrency=`` gave way to ``compute=`` in Ray 2.51)
+    assert "deprecated" not in out.stderr, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
