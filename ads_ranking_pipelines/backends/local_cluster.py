@@ -14,6 +14,10 @@ file, and a worker node that dies can be replaced the way KubeRay replaces a pod
 
 Token auth is on: the cluster gets its own random token in a 0600 file inside its temp dir and
 its own HOME, so nothing is written to the user's ``~/.ray``.
+
+This module is the cluster's lifecycle: its state file, start (again from scratch when a node
+exits during it), healing, teardown and discovery. Its nodes are started, and waited for, by
+``local_nodes.py``.
 """
 
 from __future__ import annotations
@@ -26,8 +30,6 @@ import os
 import secrets
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -38,50 +40,29 @@ from pathlib import Path
 import requests
 
 from ads_ranking_pipelines.backends.base import BackendError
+from ads_ranking_pipelines.backends.local_nodes import (
+    HOST,
+    NODE_IP,
+    OBJECT_STORE_FRACTION,
+    OBJECT_STORE_MIN_BYTES,
+    START_WAVE,
+    LocalNodes,
+    NodeExited,
+    bin_dir,
+    head_cpus,
+    object_store_bytes,
+)
 from ads_ranking_pipelines.backends.ports import free_ports
 from ads_ranking_pipelines.backends.processes import pid_alive, pids_mentioning, process_start
-from ads_ranking_pipelines.config.cluster import CPU_POOL_WORKER_MEMORY, ClusterRequest
-from ads_ranking_pipelines.config.quantity import parse_memory
+from ads_ranking_pipelines.config.cluster import ClusterRequest
 
 log = logging.getLogger(__name__)
 
-HOST = "127.0.0.1"
-# Ray rewrites 127.0.0.1 / localhost given as a node address into the machine's routable
-# address; another loopback address is taken as given, so every node stays on loopback.
-NODE_IP = "127.0.0.2"
-# A node's object store: Ray's own default share of the node's memory, which is what a KubeRay
-# pod of the same request gets (Ray reads the container's memory limit). It was a fixed 256 MiB
-# per node here: a training window larger than that (3.2M rows a day: ~0.5 GiB) was spilled to
-# disk and read back every epoch. Shared memory is taken as objects arrive, not at start.
-OBJECT_STORE_FRACTION = 0.3
-OBJECT_STORE_MIN_BYTES = 256 * 1024**2
-
-
-def object_store_bytes(request: ClusterRequest, role: str) -> int:
-    """Object store of the head (``head_memory``), of a worker node (``memory_per_worker``,
-    else the CPU-pool default) or of a single node (``single``: the head's and every worker's)."""
-    worker = parse_memory(request.memory_per_worker or CPU_POOL_WORKER_MEMORY)
-    memory = {"head": parse_memory(request.head_memory), "worker": worker,
-              "single": parse_memory(request.head_memory) + request.workers * worker}[role]
-    return max(OBJECT_STORE_MIN_BYTES, int(memory * OBJECT_STORE_FRACTION))
-
-
-def _bin_dir() -> str:
-    return str(Path(sys.executable).parent)
-
-
-class NodeExited(BackendError):
-    """A node process (``pid``) exited before it joined the cluster."""
-
-    def __init__(self, message: str, pid: int = 0):
-        super().__init__(message)
-        self.pid = pid
-
-
-# Worker nodes started together. Measured on 2 cores: the start of one worker node keeps about
-# one core busy for ~6 s (its `ray start`, raylet and agents); started one at a time, 2 worker
-# nodes took 12 s of a 24 s cluster start.
-START_WAVE = 2
+# The node start-up's names among them, importable from here as before they moved to local_nodes.py.
+__all__ = [
+    "HOST", "NODE_IP", "OBJECT_STORE_FRACTION", "OBJECT_STORE_MIN_BYTES", "START_WAVE", "ClusterState",
+    "LocalRayCluster", "NodeExited", "object_store_bytes",
+]
 
 
 @dataclass
@@ -111,16 +92,10 @@ class LocalRayCluster:
     def __init__(self, state: ClusterState, state_dir: Path):
         self.state = state
         self.state_dir = state_dir
-        self._procs: dict[int, subprocess.Popen] = {}
-        self._logs: dict[int, Path] = {}
-        # Every port given to this cluster's nodes (the head's GCS and dashboard ports are not
-        # bound until its node is up, and a freed port is readily handed out again).
-        self._ports: set[int] = {int(state.gcs_address.rsplit(":", 1)[1]),
-                                 int(state.dashboard_url.rsplit(":", 1)[1])}
+        self._nodes = LocalNodes(self)      # the node processes this process started
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._monitor: threading.Thread | None = None
-        self._pending_socket: tuple[int, int] | None = None     # (pid, raylet sockets before it)
         self.replaced_workers = 0
 
     # ---- paths and environment -------------------------------------------------------------
@@ -150,7 +125,7 @@ class LocalRayCluster:
             "RAY_USAGE_STATS_ENABLED": "0",
             # Teardown is deliberate: no 30 s drain per node.
             "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
-            "PATH": _bin_dir() + os.pathsep + os.environ.get("PATH", ""),
+            "PATH": bin_dir() + os.pathsep + os.environ.get("PATH", ""),
             "PYTHONUNBUFFERED": "1",
         })
         env.pop("RAY_ADDRESS", None)
@@ -221,85 +196,37 @@ class LocalRayCluster:
         return cluster
 
     def _bring_up(self, request: ClusterRequest, timeout_s: float) -> None:
-        gcs, dash = self.state.gcs_address.rsplit(":", 1)[1], self.state.dashboard_url.rsplit(":", 1)[1]
         single = self.state.single_node
-        head = self._spawn([
-            "--head", f"--port={gcs}", f"--dashboard-port={dash}", f"--dashboard-host={HOST}",
-            "--include-dashboard=true", f"--num-cpus={self.head_cpus(request, single):g}",
-            f"--temp-dir={self.state.temp_dir}",
-        ], role="head", object_store=object_store_bytes(request, "single" if single else "head"))
+        head = self._nodes.spawn_head(request, single)
         self.state.head_pid = head.pid
         self._save()
-        self._wait_dashboard(timeout_s)
+        self._nodes.wait_dashboard(timeout_s)
         if single:
             self.wait_for_nodes(1, timeout_s)
             return
-        # The worker nodes start while the head's raylet registers, once it has its socket.
-        self._pending_socket = (head.pid, 0)
         self.start_worker_nodes(request.workers, timeout_s)
         self.wait_for_nodes(1 + request.workers, timeout_s)
 
-    @staticmethod
-    def head_cpus(request: ClusterRequest, single_node: bool = False) -> float:
-        """The head schedules no work when there are worker nodes (as on KubeRay: num-cpus 0);
-        a single node has every worker's CPUs. A request for no workers: the head's own."""
-        if request.workers == 0:
-            return request.head_cpus
-        return request.workers * request.worker_cpus() if single_node else 0.0
-
-    def _spawn(self, node_args: list[str], role: str, object_store: int) -> subprocess.Popen:
-        p1, p2, p3, p4, p5, p6, p7 = self._node_ports()
-        cmd = [
-            str(Path(_bin_dir()) / "ray"), "start", "--block", f"--node-ip-address={NODE_IP}",
-            f"--node-manager-port={p1}", f"--object-manager-port={p2}",
-            f"--dashboard-agent-listen-port={p3}", f"--dashboard-agent-grpc-port={p4}",
-            f"--runtime-env-agent-port={p5}", f"--metrics-export-port={p6}",
-            f"--object-store-memory={object_store}",
-            "--num-gpus=0", "--disable-usage-stats",
-            *node_args,
-        ]
-        if role == "head":
-            cmd.append(f"--ray-client-server-port={p7}")
-        logs = Path(self.state.temp_dir) / f"{role}-{len(self._procs)}.log"
-        out = open(logs, "ab")
-        proc = subprocess.Popen(cmd, env=self.env(), stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.state.temp_dir)
-        out.close()
-        self._procs[proc.pid] = proc
-        self._logs[proc.pid] = logs
-        return proc
-
-    def _node_ports(self) -> list[int]:
-        """Seven ports for one more node, none given to this cluster before."""
-        ports = free_ports(7, avoid=self._ports)
-        self._ports.update(ports)
-        return ports
+    head_cpus = staticmethod(head_cpus)      # LocalRayCluster.head_cpus(request, single_node)
 
     def add_worker(self) -> int:
+        """Start one more worker node and record it in the state file."""
         req = self.request
         with self._lock:
-            # All nodes share one session log dir here: only the head's log monitor may forward
-            # worker output to drivers, or every line arrives once per node.
-            proc = self._spawn([f"--address={self.state.gcs_address}", f"--num-cpus={req.worker_cpus():g}",
-                                "--include-log-monitor=false"], role="worker",
-                               object_store=object_store_bytes(req, "worker"))
+            proc = self._nodes.spawn_worker(req)
             self.state.worker_pids.append(proc.pid)
             self._save()
         return proc.pid
 
-    def _wait_dashboard(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if not self._proc_alive(self.state.head_pid):
-                raise NodeExited(f"the Ray head node (pid {self.state.head_pid}) of {self.name!r} exited "
-                                 f"during start; last lines of its log:\n{self.log_tail(self.state.head_pid)}",
-                                 self.state.head_pid)
-            with contextlib.suppress(requests.RequestException):
-                r = requests.get(f"{self.state.dashboard_url}/api/version", headers=self.auth_headers(), timeout=2)
-                if r.status_code == 200:
-                    return
-            time.sleep(0.5)
-        raise BackendError(f"the Ray dashboard of {self.name!r} did not answer within {timeout_s:.0f}s")
+    def forget_worker(self, pid: int) -> None:
+        """Drop a worker node whose process exited from the state file."""
+        with self._lock:
+            self.state.worker_pids.remove(pid)
+            self._save()
+
+    def start_worker_nodes(self, count: int, timeout_s: float, attempts: int = 2) -> None:
+        """Start ``count`` worker nodes, a wave at a time (:meth:`LocalNodes.start_worker_nodes`)."""
+        self._nodes.start_worker_nodes(count, timeout_s, attempts)
 
     def alive_nodes(self) -> int:
         """Live nodes, as the GCS knows them (the state API asks the GCS on every call; the
@@ -310,103 +237,20 @@ class LocalRayCluster:
         nodes = r.json()["data"]["result"]["result"]
         return sum(1 for n in nodes if n.get("state") == "ALIVE")
 
-    def start_worker_nodes(self, count: int, timeout_s: float, attempts: int = 2) -> None:
-        """Start ``count`` worker nodes, START_WAVE at a time, each wave waited for until the
-        head counts it (head + every node started so far).
-
-        A node whose process exits before it registers (on a busy machine another process can
-        take one of its ports between our probe and Ray's bind) is started again on fresh ports,
-        up to ``attempts`` times per node; the error quotes the last lines of its log.
-        """
-        started = 0
-        while started < count:
-            wave = [self._spawn_worker(timeout_s) for _ in range(min(START_WAVE, count - started))]
-            started += len(wave)
-            self._await_wave(1 + started, wave, timeout_s, attempts)
-
-    def _spawn_worker(self, timeout_s: float) -> int:
-        """A worker node, spawned once the node spawned before it has bound its raylet socket."""
-        if self._pending_socket is not None:
-            self._await_raylet_socket(*self._pending_socket, timeout_s)
-        before = self._raylet_sockets()
-        pid = self.add_worker()
-        self._pending_socket = (pid, before)
-        return pid
-
-    def _raylet_sockets(self) -> int:
-        with contextlib.suppress(OSError):
-            return sum(1 for p in (Path(self.state.temp_dir) / "session_latest" / "sockets").iterdir()
-                       if p.name.startswith("raylet"))
-        return 0
-
-    def _await_raylet_socket(self, pid: int, before: int, timeout_s: float) -> None:
-        """Wait until the node ``pid`` has bound its raylet socket (there are more than
-        ``before``) or has exited. All nodes share the head's session directory, where Ray
-        names a new node's sockets "the first name not taken" without creating the file: two
-        nodes starting at once took the same socket and one never registered ("The current
-        node timed out during startup")."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and self._proc_alive(pid):
-            if self._raylet_sockets() > before:
-                return
-            time.sleep(0.1)
-
-    def _await_wave(self, expected: int, pids: list[int], timeout_s: float, attempts: int) -> None:
-        tries = dict.fromkeys(pids, 1)
-        while True:
-            try:
-                self.wait_for_nodes(expected, timeout_s, watch_pids=list(tries))
-                return
-            except NodeExited as exc:
-                if exc.pid not in tries or not self._proc_alive(self.state.head_pid):
-                    raise                                   # the whole start is retried
-                n = tries.pop(exc.pid)
-                with self._lock:
-                    self.state.worker_pids.remove(exc.pid)
-                    self._save()
-                if n == attempts:
-                    raise BackendError(f"{exc} (tried {attempts} times)") from None
-                log.warning("%s; starting it again on fresh ports", exc)
-                tries[self._spawn_worker(timeout_s)] = n + 1
-
-    def log_tail(self, pid: int, lines: int = 15) -> str:
-        path = self._logs.get(pid)
-        try:
-            text = path.read_text(errors="replace") if path else ""
-        except OSError:
-            text = ""
-        return "\n".join(text.splitlines()[-lines:])
-
     def wait_for_nodes(self, n: int, timeout_s: float, watch_pids: Sequence[int] = ()) -> None:
         """Wait for ``n`` live nodes; raise :class:`NodeExited` as soon as the head or one of
         ``watch_pids`` exits."""
-        deadline = time.monotonic() + timeout_s
-        seen = 0
-        while time.monotonic() < deadline:
-            with contextlib.suppress(requests.RequestException, KeyError, ValueError):
-                seen = self.alive_nodes()
-                if seen >= n:
-                    return
-            for pid in (self.state.head_pid, *watch_pids):
-                if pid and not self._proc_alive(pid):
-                    role = "head" if pid == self.state.head_pid else "worker"
-                    raise NodeExited(f"the Ray {role} node (pid {pid}) of {self.name!r} exited before the "
-                                     f"cluster was up; last lines of its log:\n{self.log_tail(pid)}", pid)
-            time.sleep(0.25)
-        tails = "".join(f"; last lines of node {pid}'s log:\n{self.log_tail(pid)}" for pid in watch_pids)
-        raise BackendError(f"only {seen} of {n} Ray nodes of {self.name!r} came up within {timeout_s:.0f}s{tails}")
+        self._nodes.wait_for_nodes(n, timeout_s, watch_pids)
+
+    def log_tail(self, pid: int, lines: int = 15) -> str:
+        """The last ``lines`` of the log of node ``pid`` (one this process started)."""
+        return self._nodes.log_tail(pid, lines)
 
     def alive(self) -> bool:
         return pid_alive(self.state.head_pid)
 
     def live_worker_pids(self) -> list[int]:
-        return [p for p in self.state.worker_pids if self._proc_alive(p)]
-
-    def _proc_alive(self, pid: int) -> bool:
-        proc = self._procs.get(pid)
-        if proc is not None:
-            return proc.poll() is None
-        return pid_alive(pid)
+        return [p for p in self.state.worker_pids if self._nodes.alive(p)]
 
     # ---- healing ---------------------------------------------------------------------------
     def start_monitor(self, interval_s: float = 1.0) -> None:
@@ -417,10 +261,8 @@ class LocalRayCluster:
                 for pid in list(self.state.worker_pids):
                     if self._stopping.is_set():
                         return
-                    if not self._proc_alive(pid):
-                        with self._lock:
-                            self.state.worker_pids.remove(pid)
-                            self._save()
+                    if not self._nodes.alive(pid):
+                        self.forget_worker(pid)
                         log.warning("worker node (pid %s) of %s died; starting a replacement", pid, self.name)
                         with contextlib.suppress(Exception):
                             self._kill_group(pid, signal.SIGKILL)
@@ -438,7 +280,7 @@ class LocalRayCluster:
             os.killpg(pid, sig)
 
     def _reap(self, pid: int, timeout_s: float) -> None:
-        proc = self._procs.get(pid)
+        proc = self._nodes.procs.get(pid)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if proc is not None and proc.poll() is not None:
@@ -474,7 +316,7 @@ class LocalRayCluster:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
             time.sleep(0.5)
-        for proc in self._procs.values():
+        for proc in self._nodes.procs.values():
             with contextlib.suppress(Exception):
                 proc.wait(timeout=1)
         if keep_logs:

@@ -118,7 +118,8 @@ def test_worker_nodes_start_together_without_taking_each_others_sockets(tmp_path
     one before to bind its raylet socket (they share the head's session directory, where Ray
     names a new node's sockets "the first free name" without creating the file: two nodes started
     at once took the same socket and one never registered). No node is started twice."""
-    caplog.set_level("WARNING", logger="ads_ranking_pipelines.backends.local_cluster")
+    for logger in ("ads_ranking_pipelines.backends.local_cluster", "ads_ranking_pipelines.backends.local_nodes"):
+        caplog.set_level("WARNING", logger=logger)
     cluster = LocalRayCluster.start(ClusterRequest(name="wave", workers=3, memory_per_worker="2Gi"),
                                     tmp_path / "clusters", start_timeout_s=60, attempts=1)
     try:
@@ -167,7 +168,7 @@ def test_a_single_node_cluster_holds_every_worker_s_cpus_and_memory_on_one_node(
         (node,) = node_details(cluster)
         assert node["resources_total"]["CPU"] == 3.0
         assert node["resources_total"]["object_store_memory"] == pytest.approx(0.3 * 6 * 2**30, rel=0.01)
-        assert cluster.state.worker_pids == [] and len(cluster._procs) == 1
+        assert cluster.state.worker_pids == [] and len(cluster._nodes.procs) == 1
         found = LocalRayCluster.find("single", tmp_path / "clusters")        # from another process
         assert found is not None and found.state.single_node
         assert summarize(found).workers_ready == 2

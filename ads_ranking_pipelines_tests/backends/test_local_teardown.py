@@ -16,7 +16,7 @@ pytestmark = pytest.mark.ray
 
 
 def _node_exit_codes(cluster: LocalRayCluster) -> list[int | None]:
-    return [p.returncode for p in cluster._procs.values()]
+    return [p.returncode for p in cluster._nodes.procs.values()]
 
 
 @pytest.mark.parametrize("single_node", [True, False], ids=["single-node", "node-per-worker"])

@@ -32,7 +32,7 @@ def test_every_node_of_a_cluster_gets_ports_no_other_node_of_it_has(tmp_path) ->
             given = [int(cluster.state.gcs_address.rsplit(":", 1)[1]),
                      int(cluster.state.dashboard_url.rsplit(":", 1)[1])]
             for _node in range(3):       # the head and two worker nodes
-                given += cluster._node_ports()
+                given += cluster._nodes.node_ports()
             assert len(given) == len(set(given)) == 23, sorted(given)
         finally:
             shutil.rmtree(cluster.state.temp_dir, ignore_errors=True)
