@@ -10,12 +10,11 @@ import dagster as dg
 from ads_ranking_pipelines.config.source import SourceConfig
 from ads_ranking_pipelines.events.layout import (
     EventLayoutError,
-    check_labels,
     check_window,
     ensure_synthetic_days,
     format_days,
-    validate_schema,
 )
+from ads_ranking_pipelines.events.window_checks import check_labels, validate_schema
 
 
 def resolve_events(source: SourceConfig, log: Any) -> SourceConfig:

@@ -11,18 +11,17 @@ atomically, e.g. write-then-rename or object-store PUTs, and only after the day 
 :func:`write_day` removes the marker first, writes the part (on a local disk under a hidden
 temporary name in the same folder, then renamed, so even a reader that ignores the marker
 never sees half a file), and writes the marker last. Readers (:func:`available_days`,
-:func:`read_days`, the checks) only look at days with the marker and only at
-``part-*.parquet`` files in them. External writers (Spark writes ``_SUCCESS`` by default)
+:func:`read_days`, :func:`check_window` and the content checks in
+:mod:`~ads_ranking_pipelines.events.window_checks`) only look at days with the marker and only
+at ``part-*.parquet`` files in them. External writers (Spark writes ``_SUCCESS`` by default)
 must follow the same rule.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import json
 import uuid
-from collections import Counter
 from typing import Iterable, Sequence
 
 import pandas as pd
@@ -66,12 +65,6 @@ class SchemaError(EventLayoutError):
         self.available = list(available)
 
 
-class LabelError(EventLayoutError):
-    def __init__(self, message: str, counts: dict | None = None):
-        super().__init__(message)
-        self.counts = dict(counts or {})
-
-
 # ---------------------------------------------------------------------------------------------
 # formatting helpers
 
@@ -89,7 +82,8 @@ def format_days(days: Iterable[dt.date]) -> str:
     return ", ".join(a.isoformat() if a == b else f"{a.isoformat()}..{b.isoformat()}" for a, b in runs)
 
 
-def _root(source: SourceConfig) -> str:
+def source_root(source: SourceConfig) -> str:
+    """The normalized URI under which ``source``'s days live; raises if it is not set."""
     if not source.uri:
         raise EventLayoutError(
             "source.uri is not set; for a synthetic source call source.with_root(<storage root>) "
@@ -275,11 +269,11 @@ def part_uris(events_root: str, day: dt.date, completeness: str = MARKER) -> lis
 
 
 # ---------------------------------------------------------------------------------------------
-# checks
+# completeness of a window
 
 def check_window(source: SourceConfig, days: Sequence[dt.date]) -> None:
     """Raise :class:`MissingPartitionsError` unless every day in ``days`` is complete."""
-    root = _root(source)
+    root = source_root(source)
     complete, incomplete = _scan(root, source.completeness)
     have = set(complete)
     missing = sorted({d for d in days if d not in have})
@@ -310,109 +304,6 @@ def check_window(source: SourceConfig, days: Sequence[dt.date]) -> None:
     raise MissingPartitionsError(" ".join(lines), missing, complete, half)
 
 
-def _is_numeric(t: pa.DataType) -> bool:
-    return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
-            or pa.types.is_decimal(t) or pa.types.is_null(t))
-
-
-def _suggest(name: str, candidates: Sequence[str]) -> str | None:
-    """The existing column a misspelt or differently-cased name most likely meant."""
-    lower = {c.lower(): c for c in candidates}
-    if name.lower() in lower:
-        return lower[name.lower()]
-    close = difflib.get_close_matches(name.lower(), list(lower), n=1, cutoff=0.6)
-    if close:
-        return lower[close[0]]
-    contains = [c for c in candidates if name.lower() in c.lower() or c.lower() in name.lower()]
-    return contains[0] if len(contains) == 1 else None
-
-
-def _read_schema(uri: str) -> pa.Schema:
-    fs, path = filesystem(uri)
-    with fs.open_input_file(path) as f:
-        return pq.read_schema(f)
-
-
-def validate_schema(source: SourceConfig, day: dt.date) -> pa.Schema:
-    """Check that ``day``'s parquet has every declared column, with numeric label and dense.
-
-    Returns the schema; raises :class:`SchemaError` naming each missing column (with a close
-    match if there is one) and each non-numeric dense/label column, and listing the columns
-    that do exist.
-    """
-    root = _root(source)
-    parts = part_uris(root, day, source.completeness)
-    if not parts:
-        check_window(source, [day])
-        raise MissingPartitionsError(  # complete but without parts
-            f"day {day} under {root} has a {SUCCESS_MARKER} marker but no part-*.parquet file",
-            [day], available_days(root, source.completeness))
-    missing: list[str] = []
-    non_numeric: list[str] = []
-    problems: list[str] = []
-    schema = _read_schema(parts[0])
-    for part in parts:
-        s = _read_schema(part)
-        names = set(s.names)
-        roles = [("label", source.label_column)]
-        roles += [("dense", c) for c in source.dense_columns]
-        roles += [("sparse", c) for c in source.sparse_columns]
-        for role, col in roles:
-            if col not in names:
-                if col not in missing:
-                    missing.append(col)
-                    hint = _suggest(col, s.names)
-                    problems.append(f"{role} column {col!r} is missing"
-                                    + (f" (did you mean {hint!r}?)" if hint else ""))
-                continue
-            t = s.field(col).type
-            if role in ("label", "dense") and not _is_numeric(t) and col not in non_numeric:
-                non_numeric.append(col)
-                problems.append(f"{role} column {col!r} has type {t}; {role} columns must be numeric "
-                                "(integer, floating, decimal or boolean)")
-    if problems:
-        have = ", ".join(f"{f.name} ({f.type})" for f in schema)
-        raise SchemaError(
-            f"event schema of {day} under {root} does not match the source config: "
-            + "; ".join(problems) + f". Columns in {parts[0]}: {have}.",
-            missing, non_numeric, schema.names,
-        )
-    return schema
-
-
-def check_labels(source: SourceConfig, days: Sequence[dt.date]) -> dict[str, int]:
-    """Check the label column over ``days`` holds 0/1 values of both classes.
-
-    Returns ``{"rows", "positives", "negatives"}``; raises :class:`LabelError` naming the
-    column, the offending values and the counts.
-    """
-    col = source.label_column
-    table = read_days(source, days, [col])
-    values = table.column(col).to_pandas()
-    nulls = int(values.isna().sum())
-    numeric = pd.to_numeric(values.dropna(), errors="coerce")
-    counts = Counter(values.dropna().tolist())
-    shown = ", ".join(f"{v!r}: {n}" for v, n in counts.most_common(10))
-    where = f"label column {col!r} over {format_days(days)}"
-    bad = numeric.isna() | ~numeric.isin([0, 1])
-    if nulls or bad.any():
-        raise LabelError(
-            f"{where} must hold only 0 (no click) and 1 (click); found {nulls} null(s) and "
-            f"{int(bad.sum())} other value(s). Value counts: {{{shown}}}.",
-            {**{str(k): v for k, v in counts.items()}, "null": nulls},
-        )
-    pos = int((numeric == 1).sum())
-    neg = int((numeric == 0).sum())
-    result = {"rows": pos + neg, "positives": pos, "negatives": neg}
-    if pos == 0 or neg == 0:
-        raise LabelError(
-            f"{where} has a single class: {pos} positive (1) and {neg} negative (0) rows; "
-            "training and AUC need both clicks and non-clicks in the window.",
-            result,
-        )
-    return result
-
-
 # ---------------------------------------------------------------------------------------------
 # reading and generating
 
@@ -423,7 +314,7 @@ def read_days(source: SourceConfig, days: Sequence[dt.date],
     ``columns`` defaults to the label and feature columns. Missing days raise
     :class:`MissingPartitionsError`, missing columns :class:`SchemaError`.
     """
-    root = _root(source)
+    root = source_root(source)
     check_window(source, days)
     cols = list(columns) if columns is not None else [source.label_column, *source.feature_columns]
     tables = []
@@ -456,7 +347,7 @@ def ensure_synthetic_days(source: SourceConfig, days: Iterable[dt.date]) -> list
         raise EventLayoutError(
             f"ensure_synthetic_days generates synthetic events only; this source is "
             f"kind={source.kind!r} at {source.uri}: its days must be written by its producer")
-    root = _root(source)
+    root = source_root(source)
     spec = source.synthetic.model_dump(mode="json")
     have = set(available_days(root))
     written = []

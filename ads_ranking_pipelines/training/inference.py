@@ -143,7 +143,8 @@ def score_day(spec: InferenceJobSpec, reporter: Reporter, *, max_concurrency: in
     The stage figures count the writes under ``map_s``: the scoring tasks write."""
     import ray
 
-    from ads_ranking_pipelines.events.layout import part_uris, validate_schema
+    from ads_ranking_pipelines.events.layout import part_uris
+    from ads_ranking_pipelines.events.window_checks import validate_schema
 
     if not ray.is_initialized():
         ray.init()

@@ -14,9 +14,8 @@ from ads_ranking_pipelines.events.file_import import (
     IMPORT_RECORD, ImportFormatError, import_record, import_source,
 )
 from ads_ranking_pipelines.events.importers import SHARED_DATASETS_ENV, shared_datasets_dir
-from ads_ranking_pipelines.events.layout import (
-    available_days, check_labels, read_days, read_marker, validate_schema,
-)
+from ads_ranking_pipelines.events.layout import available_days, read_days, read_marker
+from ads_ranking_pipelines.events.window_checks import check_labels, validate_schema
 
 DAY = dt.date(2026, 11, 1)
 DATASETS = shared_datasets_dir()

@@ -9,9 +9,8 @@ from ads_ranking_pipelines.events.importers import (
     AVAZU_SPARSE, CRITEO_DENSE, CRITEO_SPARSE, SHARED_DATASETS_ENV, DatasetNotFoundError,
     import_avazu, import_criteo, read_criteo, shared_datasets_dir,
 )
-from ads_ranking_pipelines.events.layout import (
-    available_days, check_labels, read_days, validate_schema,
-)
+from ads_ranking_pipelines.events.layout import available_days, read_days
+from ads_ranking_pipelines.events.window_checks import check_labels, validate_schema
 
 from .conftest import DAY
 
