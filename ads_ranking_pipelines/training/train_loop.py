@@ -18,10 +18,7 @@ slice (the last part of the window in time, never trained on); training stops wh
 ``params.early_stopping_min_delta``, or at the ``params.epochs`` budget. Every epoch's
 checkpoint records the validation figures; the driver exports the best epoch's checkpoint.
 
-Checkpoint layout (one directory per epoch; Ray Train merges the ranks' files into it):
-``.metadata`` + ``__<rank>_0.distcp`` (DCP; model + optimizer state, embedding shards as written
-by the rank that owns them) and ``train_state.json`` (rank 0: loop state, metrics, sharding
-plan, params, feature spec).
+Checkpoints (their layout, saving and loading) are in :mod:`ads_ranking_pipelines.training.checkpoint`.
 """
 
 from __future__ import annotations
@@ -29,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import tempfile
 import time
 import warnings
@@ -39,11 +35,11 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
 import torch.nn.functional as F
 
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.training.batches import Batch
+from ads_ranking_pipelines.training.checkpoint import checkpoint_bytes, load_checkpoint, save_checkpoint
 from ads_ranking_pipelines.training.lockstep import lockstep
 from ads_ranking_pipelines.training.features import FeatureSpec
 from ads_ranking_pipelines.metrics import MetricError, auc, logloss
@@ -52,7 +48,6 @@ from ads_ranking_pipelines.training.sharding import ShardedModel, shard_model
 from ads_ranking_pipelines.training.step_profile import StepProfile, thread_counts
 from ads_ranking_pipelines.training.warm_start import apply as apply_warm_start
 
-TRAIN_STATE_FILE = "train_state.json"
 SELECTION_METRIC = "selection_loss"      # params.early_stopping_metric as a loss (see selection_loss)
 _NO_PROFILE = StepProfile()
 
@@ -131,38 +126,6 @@ def quiet_warnings() -> None:
     warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
     warnings.filterwarnings("ignore", message=".*is_fx_tracing.*")
     warnings.filterwarnings("ignore", message=".*NumPy array is not writable.*")
-
-
-# ---- checkpoints -------------------------------------------------------------------------------
-
-def checkpoint_state(sm: ShardedModel) -> dict[str, Any]:
-    """The DCP state: model (sharded tables as ShardedTensor) and all optimizer state."""
-    return {"model": sm.model.state_dict(), "optim": sm.optimizer.state_dict()}
-
-
-def save_checkpoint(sm: ShardedModel, directory: str, train_state: dict[str, Any] | None) -> None:
-    """Collective: every rank writes its own shards into ``directory`` (a local dir per rank)."""
-    dcp.save(checkpoint_state(sm), checkpoint_id=directory)
-    if train_state is not None:
-        with open(os.path.join(directory, TRAIN_STATE_FILE), "w") as f:
-            json.dump(train_state, f, indent=2, sort_keys=True, default=str)
-
-
-def read_train_state(directory: str) -> dict[str, Any]:
-    with open(os.path.join(directory, TRAIN_STATE_FILE)) as f:
-        return json.load(f)
-
-
-def load_checkpoint(sm: ShardedModel, directory: str) -> dict[str, Any]:
-    """Collective: load model + optimizer state from a (merged) checkpoint dir; reshards as needed."""
-    # Adam's state is lazy; create it (a zero-gradient step does not move the weights) so that
-    # DCP has tensors to load into.
-    sm.dense_optimizer.init_state()
-    state = checkpoint_state(sm)
-    dcp.load(state, checkpoint_id=directory)
-    sm.model.load_state_dict(state["model"])
-    sm.optimizer.load_state_dict(state["optim"])
-    return read_train_state(directory)
 
 
 def _all_reduce(t: torch.Tensor, op: dist.ReduceOp.RedOpType = dist.ReduceOp.SUM) -> torch.Tensor:
@@ -296,7 +259,7 @@ def end_epoch(w: Worker, state: LoopState, metrics: dict[str, Any], report: Repo
                            "feature_spec": dataclasses.asdict(w.feature_spec)}
         save_checkpoint(w.sm, ckpt_dir, train_state)
         metrics["checkpoint_write_s"] = round(time.perf_counter() - c0, 3)
-        metrics["checkpoint_bytes_rank"] = _dir_bytes(ckpt_dir)
+        metrics["checkpoint_bytes_rank"] = checkpoint_bytes(ckpt_dir)
         report(metrics, ckpt_dir)
     metrics["checkpoint_s"] = round(time.perf_counter() - c0, 3)
 
@@ -444,7 +407,3 @@ def set_learning_rates(sm: ShardedModel, base_lrs: list[float], multiplier: floa
     """Scale every param group's start lr; fused tables read theirs at ``zero_grad``/``step``."""
     for group, base in zip(sm.optimizer.param_groups, base_lrs):
         group["lr"] = base * multiplier
-
-
-def _dir_bytes(directory: str) -> int:
-    return sum(os.path.getsize(os.path.join(directory, f)) for f in os.listdir(directory))

@@ -41,7 +41,8 @@ from ads_ranking_pipelines.training.sharding import format_plan
 from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
 from ads_ranking_pipelines.training.ray_train_worker import (DATASET_NAME, VALID_DATASET_NAME, shard_name,
                                                               train_loop_per_worker)
-from ads_ranking_pipelines.training.train_loop import SELECTION_METRIC, quiet_warnings, read_train_state
+from ads_ranking_pipelines.training.checkpoint import read_train_state
+from ads_ranking_pipelines.training.train_loop import SELECTION_METRIC, quiet_warnings
 from ads_ranking_pipelines.training.window import Window, load_window
 
 CHECKPOINTS_TO_KEEP = 2

@@ -14,10 +14,8 @@ import torch.nn.functional as F
 from ads_ranking_pipelines.training.batches import make_batch
 from ads_ranking_pipelines.training.model import build_model
 from ads_ranking_pipelines.training.sharding import shard_model
-from ads_ranking_pipelines.training.train_loop import (
-    read_train_state,
-    load_checkpoint, quiet_warnings, run_worker, save_checkpoint, set_learning_rates,
-)
+from ads_ranking_pipelines.training.checkpoint import load_checkpoint, read_train_state, save_checkpoint
+from ads_ranking_pipelines.training.train_loop import quiet_warnings, run_worker, set_learning_rates
 
 from ._toy import tiny_params, tiny_spec, toy_arrays
 

@@ -1,7 +1,7 @@
 import subprocess
 import sys
 
-MODULES = ["model", "batches", "sharding", "train_loop", "trainer", "export"]
+MODULES = ["model", "batches", "sharding", "checkpoint", "train_loop", "trainer", "export"]
 
 
 def test_training_code_imports_no_dagster_and_no_orchestration_layers():

@@ -11,7 +11,7 @@ from ads_ranking_pipelines.config.source import SourceConfig
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.training.export import is_model_version, load_predictor, read_manifest
 from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
-from ads_ranking_pipelines.training.train_loop import TRAIN_STATE_FILE, read_train_state
+from ads_ranking_pipelines.training.checkpoint import TRAIN_STATE_FILE, read_train_state
 
 from ._toy import write_days
 

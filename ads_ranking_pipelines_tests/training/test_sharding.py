@@ -10,7 +10,7 @@ import torch
 from ads_ranking_pipelines.training.batches import make_batch
 from ads_ranking_pipelines.training.sharding import format_plan, tables_per_rank
 from ads_ranking_pipelines.training.trainer import load_unsharded
-from ads_ranking_pipelines.training.train_loop import TRAIN_STATE_FILE, read_train_state
+from ads_ranking_pipelines.training.checkpoint import TRAIN_STATE_FILE, read_train_state
 
 from . import _dist_workers
 from ._dist import run_on_gloo_group
