@@ -12,7 +12,10 @@ Modules, one job each:
 * :mod:`.server` - the HTTP server, its lifecycle and log streaming
 * :mod:`.routes` - the REST paths and their answers
 * :mod:`.store` - the object store, label selectors, owner-reference deletion
-* :mod:`.toy_operator` - the toy KubeRay operator (state transitions) and :class:`Scenario`
+* :mod:`.toy_operator` - the toy KubeRay operator: the loop that runs its controllers
+* :mod:`.raycluster_controller` - its RayCluster controller (pods, readiness, status)
+* :mod:`.rayjob_controller` - its RayJob controller (the state machine, submitter, deletion)
+* :mod:`.operator_common` - what they share: :class:`Scenario`, their settings, pods
 * :mod:`.faults` - fault injection
 * :mod:`.fixtures` - the ``fake_apiserver`` fixture, a client and a kubeconfig for it
 """

@@ -1,0 +1,424 @@
+"""The toy operator's RayJob controller, modelled on KubeRay v1.7.0 (ray-project/kuberay at tag
+v1.7.0, ``ray-operator/controllers/ray/rayjob_controller.go`` ``Reconcile``): the RayJob state
+machine, as its :class:`Scenario` says. Times are compressed: a spec field in seconds
+(``ttlSecondsAfterFinished``, deletion-rule ``ttlSeconds``, ``preRunningDeadlineSeconds``)
+lasts ``time_scale`` real seconds per second.
+
+* case New: add the finalizer ``ray.io/rayjob-finalizer``; ``initRayJobStatusIfNeed``
+  (Initializing, ``jobId``, ``rayClusterName``, ``startTime``).
+* case Initializing: ``checkActiveDeadlineAndUpdateStatusIfNeeded``,
+  ``checkPreRunningDeadlineAndUpdateStatusIfNeeded``, ``getOrCreateRayClusterInstance`` (the
+  RayCluster, owned by the RayJob); while the cluster is not ready its status is copied into
+  ``status.rayClusterStatus``; then ``createK8sJobIfNeed`` (the submitter) and Running -
+  or Waiting in InteractiveMode until ``spec.jobId`` is set (case Waiting).
+* case Running: ``checkSubmitterAndUpdateStatusIfNeeded`` (a submitter Job whose retries are
+  used up fails the RayJob, reason ``SubmissionFailed``), then the Ray job's status: a terminal
+  ``jobStatus`` is written at once but ``jobDeploymentStatus`` becomes Complete / Failed
+  (``AppFailed``) only once the submitter has finished (``isJobTerminal && finishedAt != nil``).
+* The submitter Job (``createNewK8sJob``, backoffLimit 2 by default) runs the command of
+  common/job.go ``BuildJobSubmitCommand``: a retried pod prints the driver log again from its
+  first line (``ray job logs --follow``).
+* ``checkBackoffLimitAndUpdateStatusIfNeeded``: a Failed RayJob with ``spec.backoffLimit`` left
+  goes Retrying; case Retrying / Suspending deletes the cluster and submitter, then New /
+  Suspended.
+* case Complete/Failed: nothing is deleted for a ``clusterSelector`` job; with the
+  ``RayJobDeletionPolicy`` gate and ``deletionStrategy.deletionRules``,
+  ``handleDeletionRules`` (most impactful overdue rule: DeleteCluster, DeleteSelf…, TTL from
+  ``status.endTime``); else with ``shutdownAfterJobFinishes``, ``handleShutdownAfterJobFinishes``
+  - after ``ttlSecondsAfterFinished`` it deletes **only the RayCluster** (the RayJob and its
+  submitter stay) unless the operator runs with ``DELETE_RAYJOB_CR_AFTER_JOB_FINISHES=true``.
+* ``validateRayJob`` (utils/validation.go ``validateDeletionConfiguration``): a deletion
+  strategy with the gate off, or deletion rules with ``shutdownAfterJobFinishes``, makes the
+  RayJob ValidationFailed.
+* Deletion (top of ``Reconcile``): a RayJob with a deletion timestamp whose Ray job is not
+  terminal gets ``StopJob``; the finalizer is removed either way, then the object goes.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any
+
+from ads_ranking_pipelines_tests.kuberay import crd_schema
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver.operator_common import (
+    OperatorHost,
+    Scenario,
+    new_pod,
+    scenario_for,
+    suffix,
+)
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver.store import _Pod, now_rfc3339
+
+RAYJOB_FINALIZER = "ray.io/rayjob-finalizer"
+
+
+class RayJobController:
+    """Reconciles the RayJobs of ``host`` (the fake API server), one at a time; the RayClusters
+    it makes are reconciled by :class:`.RayClusterController`."""
+
+    def __init__(self, host: OperatorHost) -> None:
+        self.host = host
+
+    def reconcile(self, key: tuple, now: float) -> None:
+        obj = self.host.objects[key]
+        meta, spec = obj["metadata"], obj.get("spec") or {}
+        status = obj.setdefault("status", {})
+        if meta.get("deletionTimestamp"):
+            self._finalize_job(key, obj)
+            return
+        sim = self.host.sim.setdefault(key, {"t0": now, "phase": "new"})
+        if sim["phase"] == "new" and not status.get("jobDeploymentStatus"):
+            problem = self._validate_rayjob(spec)
+            if problem:
+                status.update({"jobDeploymentStatus": "ValidationFailed",
+                               "reason": "ValidationFailed", "message": problem})
+                sim["phase"] = "invalid"
+                self.host._touch(obj)
+                return
+        deployment = status.get("jobDeploymentStatus") or ""
+        handler = {"": self._job_new, "Initializing": self._job_initializing,
+                   "Waiting": self._job_waiting, "Running": self._job_running,
+                   "Retrying": self._job_retrying, "Suspending": self._job_retrying,
+                   "Complete": self._job_finished, "Failed": self._job_finished}.get(deployment)
+        if handler is not None:
+            handler(key, obj, sim, now)
+
+    def _validate_rayjob(self, spec: dict) -> str | None:
+        """utils/validation.go ``validateDeletionConfiguration`` (the parts we can hit)."""
+        strategy = spec.get("deletionStrategy")
+        if not spec.get("shutdownAfterJobFinishes") and int(spec.get("ttlSecondsAfterFinished") or 0) > 0:
+            return ("The RayJob spec is invalid: a RayJob with shutdownAfterJobFinishes set to "
+                    "false cannot have TTLSecondsAfterFinished")
+        if strategy is None:
+            return None
+        if not self.host.feature_gates.get("RayJobDeletionPolicy", True):
+            return "RayJobDeletionPolicy feature gate must be enabled to use DeletionStrategy"
+        if strategy.get("deletionRules") and spec.get("shutdownAfterJobFinishes"):
+            return ("The RayJob spec is invalid: spec.shutdownAfterJobFinishes and "
+                    "spec.deletionStrategy.deletionRules are mutually exclusive")
+        return None
+
+    def _finalize_job(self, key: tuple, obj: dict) -> None:
+        """Top of ``Reconcile``: StopJob when the Ray job is not terminal, then remove the
+        finalizer."""
+        meta, status = obj["metadata"], obj.get("status") or {}
+        if RAYJOB_FINALIZER not in (meta.get("finalizers") or []):
+            return
+        if status.get("jobStatus") not in ("SUCCEEDED", "FAILED", "STOPPED") and status.get("jobId"):
+            self.host.stopped_jobs.append(key[2])
+        meta["finalizers"] = [f for f in meta["finalizers"] if f != RAYJOB_FINALIZER]
+        self.host._touch(obj)
+
+    def _job_new(self, key: tuple, obj: dict, sim: dict, now: float) -> None:
+        """case New: add the finalizer, ``initRayJobStatusIfNeed``."""
+        meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj["status"]
+        meta["finalizers"] = [*(meta.get("finalizers") or []), RAYJOB_FINALIZER]
+        selector = spec.get("clusterSelector") or {}
+        status.update({"jobDeploymentStatus": "Initializing",
+                       "jobId": spec.get("jobId") or f"rayjob-{suffix(8)}",
+                       "startTime": now_rfc3339(), "observedGeneration": 1,
+                       "rayClusterName": selector.get("ray.io/cluster", "")
+                       or f"{key[2]}-{suffix()}"})
+        status.setdefault("succeeded", 0)
+        status.setdefault("failed", 0)
+        sim.update(phase="initializing", t0=now)
+        self.host._touch(obj)
+
+    def _seconds(self, spec_seconds: Any) -> float:
+        return float(spec_seconds or 0) * self.host.time_scale
+
+    def _deadline_passed(self, obj: dict, sim: dict, now: float) -> bool:
+        """``checkActiveDeadlineAndUpdateStatusIfNeeded`` and
+        ``checkPreRunningDeadlineAndUpdateStatusIfNeeded``."""
+        spec, status = obj.get("spec") or {}, obj["status"]
+        scenario = scenario_for(self.host, obj["metadata"]["name"])
+        if scenario.outcome == "deadline_exceeded" and now - sim["t0"] >= scenario.deadline_after_s:
+            status.update({"jobDeploymentStatus": "Failed", "reason": "DeadlineExceeded",
+                           "message": f"The RayJob has passed the activeDeadlineSeconds. "
+                                      f"StartTime: {status.get('startTime')}. "
+                                      f"ActiveDeadlineSeconds: {spec.get('activeDeadlineSeconds')}",
+                           "endTime": now_rfc3339()})
+            return True
+        pre = spec.get("preRunningDeadlineSeconds")
+        if pre and status.get("jobDeploymentStatus") in ("Initializing", "Waiting") and \
+                now - sim["t0"] >= self._seconds(pre):
+            status.update({"jobDeploymentStatus": "Failed", "reason": "PreRunningDeadlineExceeded",
+                           "message": f"The RayJob has passed the preRunningDeadlineSeconds. "
+                                      f"StartTime: {status.get('startTime')}. "
+                                      f"PreRunningDeadlineSeconds: {pre}",
+                           "endTime": now_rfc3339()})
+            return True
+        return False
+
+    def _job_initializing(self, key: tuple, obj: dict, sim: dict, now: float) -> None:
+        """case Initializing: deadlines, ``getOrCreateRayClusterInstance``, cluster status
+        copied while not ready, then the submitter (``createK8sJobIfNeed``) and Running."""
+        status = obj["status"]
+        if (obj.get("spec") or {}).get("suspend"):  # updateStatusToSuspendingIfNeeded
+            status["jobDeploymentStatus"] = "Suspending"
+            self.host._touch(obj)
+            return
+        if self._deadline_passed(obj, sim, now):
+            self._job_terminal(key, obj, sim, now)
+            return
+        ckey = ("rayclusters", key[1], status["rayClusterName"])
+        cluster = self.host.objects.get(ckey)
+        if cluster is None and not (obj.get("spec") or {}).get("clusterSelector"):
+            cluster = self._create_job_cluster(key, obj, ckey)
+        if cluster is None:
+            return
+        cstatus = cluster.get("status") or {}
+        if cstatus.get("state") != "ready":
+            if status.get("rayClusterStatus") != cstatus:
+                status["rayClusterStatus"] = copy.deepcopy(cstatus)
+                self.host._touch(obj)
+            return
+        status["dashboardURL"] = f"{ckey[2]}-head-svc.{key[1]}.svc.cluster.local:8265"
+        status["rayClusterStatus"] = copy.deepcopy(cstatus)
+        if (obj.get("spec") or {}).get("submissionMode") == "InteractiveMode":
+            status["jobDeploymentStatus"] = "Waiting"
+        else:
+            self._new_submitter(key, obj, sim, now)
+            status["jobDeploymentStatus"] = "Running"
+        self.host._touch(obj)
+
+    def _create_job_cluster(self, key: tuple, obj: dict, ckey: tuple) -> dict:
+        """``getOrCreateRayClusterInstance`` / ``constructRayClusterForRayJob``."""
+        meta, spec = obj["metadata"], obj.get("spec") or {}
+        labels = {**(meta.get("labels") or {}), "ray.io/originated-from-crd": "RayJob",
+                  "ray.io/originated-from-cr-name": key[2]}
+        cmeta = {"name": ckey[2], "namespace": key[1], "labels": labels,
+                 "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayJob",
+                                      "name": key[2], "uid": meta["uid"], "controller": True,
+                                      "blockOwnerDeletion": True}]}
+        self.host._stamp_new(cmeta)
+        cluster = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": cmeta,
+                   "spec": copy.deepcopy(spec.get("rayClusterSpec") or {})}
+        if self.host.validate:
+            errors = crd_schema.schema_errors(cluster)
+            if errors:
+                self.host.rejected.append(f"operator-made RayCluster {ckey[2]}: {errors}")
+        self.host.objects[ckey] = cluster
+        self.host.operator_made.append(copy.deepcopy(cluster))
+        return cluster
+
+    def _new_submitter(self, key: tuple, obj: dict, sim: dict, now: float) -> None:
+        """A pod of the submitter Job (``createNewK8sJob``): its log is the driver log from the
+        first line (``ray job logs --follow``)."""
+        spec = obj.get("spec") or {}
+        scenario = scenario_for(self.host, key[2])
+        labels = {**((spec.get("submitterPodTemplate") or {}).get("metadata") or {})
+                  .get("labels", {}), "job-name": key[2], "batch.kubernetes.io/job-name": key[2]}
+        pod = new_pod(self.host, key[1], f"{key[2]}-{suffix()}", labels, obj, "ray-job-submitter",
+                            scenario.pod_running_after_s)
+        sim.update(pod=(key[1], pod.obj["metadata"]["name"]), line=0,
+                   next_line_at=now + scenario.pod_running_after_s,
+                   attempts=sim.get("attempts", 0) + 1)
+        sim.setdefault("running_at", None)
+
+    def _job_waiting(self, key: tuple, obj: dict, sim: dict, now: float) -> None:
+        """case Waiting (InteractiveMode): Running once ``spec.jobId`` is set."""
+        if self._deadline_passed(obj, sim, now):
+            self._job_terminal(key, obj, sim, now)
+        elif (obj.get("spec") or {}).get("jobId"):
+            obj["status"].update({"jobId": obj["spec"]["jobId"], "jobDeploymentStatus": "Running"})
+            self.host._touch(obj)
+
+    def _job_running(self, key: tuple, obj: dict, sim: dict, now: float) -> None:
+        """case Running: the Ray job runs while the submitter prints its log; a terminal
+        ``jobStatus`` first, ``jobDeploymentStatus`` once the submitter has finished."""
+        status, scenario = obj["status"], scenario_for(self.host, key[2])
+        if self._deadline_passed(obj, sim, now):
+            self._job_terminal(key, obj, sim, now)
+            return
+        pod = self.host.pods.get(sim.get("pod") or ("", ""))
+        if pod is None or pod.obj["status"]["phase"] != "Running":
+            return
+        if scenario.execute:
+            self._job_running_for_real(key, obj, pod, sim, now)
+            return
+        if status.get("jobStatus") in (None, "", "PENDING"):
+            status.update({"jobStatus": "RUNNING", "rayJobInfo": {"startTime": now_rfc3339()}})
+            sim["running_at"] = sim["running_at"] or now
+            self.host._touch(obj)
+        lines = scenario.log_lines
+        if sim["line"] < len(lines):
+            if now >= sim["next_line_at"]:
+                self._print_line(pod, sim, lines, scenario, now)
+            return
+        if scenario.outcome == "hang" or now - sim["running_at"] < scenario.hold_running_s:
+            return
+        self._finish_submitter(key, obj, pod, sim, scenario, now)
+
+    def _job_running_for_real(self, key: tuple, obj: dict, pod: _Pod, sim: dict,
+                              now: float) -> None:
+        """case Running with a real Ray job: ``GetJobInfo`` gives ``jobStatus``; the deployment
+        ends only once the submitter has drained the log (``isJobTerminal && finishedAt``)."""
+        status = obj["status"]
+        running = sim.get("ray")
+        if running is None:
+            def emit(line: str) -> None:
+                with self.host.lock:
+                    pod.lines.append((time.time(), line))
+                    self.host.changed.notify_all()
+
+            ckey = ("rayclusters", key[1], status["rayClusterName"])
+            sim["ray"] = self.host.runtime().submit(key, ckey, obj.get("spec") or {}, emit)
+            return
+        if running.status != status.get("jobStatus"):
+            status["jobStatus"] = running.status
+            if running.status in ("SUCCEEDED", "FAILED", "STOPPED"):
+                status["message"] = running.message
+            self.host._touch(obj)
+        if running.drained and running.status in ("SUCCEEDED", "FAILED", "STOPPED"):
+            failed = running.status != "SUCCEEDED"
+            pod.obj["status"]["phase"] = "Failed" if failed else "Succeeded"
+            pod.closed = True
+            status.update({"jobDeploymentStatus": "Failed" if failed else "Complete",
+                           "reason": "AppFailed" if failed else "", "endTime": now_rfc3339()})
+            self._job_terminal(key, obj, sim, now)
+
+    def _print_line(self, pod: _Pod, sim: dict, lines: tuple, scenario: Scenario,
+                    now: float) -> None:
+        pod.lines.append((time.time(), lines[sim["line"]]))
+        sim["line"] += 1
+        sim["next_line_at"] = now + scenario.line_interval_s
+        attempts_left = scenario.submitter_failures - (sim["attempts"] - 1)
+        if attempts_left > 0 and sim["line"] >= min(scenario.crash_after_lines, len(lines)):
+            # The submitter pod dies (node lost, OOM…): the Job controller starts another.
+            pod.obj["status"]["phase"] = "Failed"
+            pod.closed = True
+            key = ("rayjobs", pod.obj["metadata"]["namespace"],
+                   pod.obj["metadata"]["ownerReferences"][0]["name"])
+            obj = self.host.objects[key]
+            limit = ((obj.get("spec") or {}).get("submitterConfig") or {}).get("backoffLimit", 2)
+            if sim["attempts"] > int(limit):
+                # checkSubmitterAndUpdateStatusIfNeeded: the Job's retries are used up.
+                obj["status"].update({
+                    "jobDeploymentStatus": "Failed", "reason": "SubmissionFailed",
+                    "message": "Job submission has failed. Reason: BackoffLimitExceeded. "
+                               "Message: Job has reached the specified backoff limit"})
+                self._job_terminal(key, obj, sim, now)
+            else:
+                self._new_submitter(key, obj, sim, now)
+        self.host.changed.notify_all()
+
+    def _finish_submitter(self, key: tuple, obj: dict, pod: _Pod, sim: dict,
+                          scenario: Scenario, now: float) -> None:
+        status = obj["status"]
+        failed = scenario.outcome == "app_failed"
+        if status.get("jobStatus") == "RUNNING":
+            status.update({"jobStatus": "FAILED" if failed else "SUCCEEDED",
+                           "message": scenario.app_failure_message if failed
+                           else "Job finished successfully.",
+                           "rayJobInfo": {**status.get("rayJobInfo", {}), "endTime": now_rfc3339()}})
+            sim["tail"] = scenario.tail_lines
+            sim["next_tail_at"] = now + scenario.tail_interval_s
+            self.host._touch(obj)
+            return
+        if sim.get("tail", 0) > 0:
+            if now >= sim["next_tail_at"]:
+                sim["tail"] -= 1
+                pod.lines.append((time.time(), f"[submitter] tail line {scenario.tail_lines - sim['tail']}"))
+                sim["next_tail_at"] = now + scenario.tail_interval_s
+                self.host.changed.notify_all()
+            return
+        pod.obj["status"]["phase"] = "Failed" if failed else "Succeeded"
+        pod.closed = True
+        status.update({"jobDeploymentStatus": "Failed" if failed else "Complete",
+                       "reason": "AppFailed" if failed else "", "endTime": now_rfc3339()})
+        self._job_terminal(key, obj, sim, now)
+
+    def _job_terminal(self, key: tuple, obj: dict, sim: dict, now: float) -> None:
+        """``checkBackoffLimitAndUpdateStatusIfNeeded`` after a terminal transition."""
+        status, spec = obj["status"], obj.get("spec") or {}
+        pod = self.host.pods.get(sim.get("pod") or ("", ""))
+        if pod is not None and pod.obj["status"]["phase"] in ("Pending", "Running"):
+            pod.obj["status"]["phase"] = "Failed"
+            pod.closed = True
+        status.setdefault("endTime", now_rfc3339())
+        if status["jobDeploymentStatus"] == "Failed":
+            status["failed"] = int(status.get("failed") or 0) + 1
+            limit = spec.get("backoffLimit")
+            if limit is not None and status["failed"] < int(limit) + 1 and \
+                    status.get("reason") not in ("DeadlineExceeded",):
+                status["jobDeploymentStatus"] = "Retrying"
+        else:
+            status["succeeded"] = int(status.get("succeeded") or 0) + 1
+        sim["ended_at"] = now
+        self.host._touch(obj)
+
+    def _job_retrying(self, key: tuple, obj: dict, sim: dict, now: float) -> None:
+        """case Suspending / Retrying: delete the cluster and the submitter, reset, then
+        Suspended / New."""
+        status = obj["status"]
+        self.host._remove(("rayclusters", key[1], status.get("rayClusterName", "")))
+        for pod_key in [k for k, p in self.host.pods.items() if any(
+                o.get("uid") == obj["metadata"]["uid"] for o in p.obj["metadata"].get(
+                    "ownerReferences") or [])]:
+            self.host._remove(("pods", *pod_key))
+        nxt = "Suspended" if status["jobDeploymentStatus"] == "Suspending" else ""
+        for field_ in ("rayClusterStatus", "rayClusterName", "dashboardURL", "jobId", "message",
+                       "reason", "rayJobInfo", "endTime"):
+            status.pop(field_, None)
+        status.update({"jobStatus": "", "jobDeploymentStatus": nxt})
+        sim.update(phase="new", line=0)
+        self.host._touch(obj)
+
+    def _job_finished(self, key: tuple, obj: dict, sim: dict, now: float) -> None:
+        """case Complete/Failed: the deletion mechanisms."""
+        spec, status = obj.get("spec") or {}, obj["status"]
+        if spec.get("clusterSelector"):
+            return
+        ended = sim.get("ended_at", now)
+        strategy = spec.get("deletionStrategy")
+        if self.host.feature_gates.get("RayJobDeletionPolicy", True) and strategy:
+            self._handle_deletion_rules(key, obj, strategy.get("deletionRules") or [], ended, now)
+        elif spec.get("shutdownAfterJobFinishes"):
+            self._handle_shutdown_after_job_finishes(key, obj, ended, now)
+
+    def _handle_deletion_rules(self, key: tuple, obj: dict, rules: list, ended: float,
+                               now: float) -> None:
+        """``handleDeletionRules``: the most impactful overdue matching rule, one per pass."""
+        status = obj["status"]
+        order = {"DeleteNone": 0, "DeleteWorkers": 1, "DeleteCluster": 2, "DeleteSelf": 3}
+        overdue = []
+        for rule in rules:
+            cond = rule.get("condition") or {}
+            matched = (cond.get("jobStatus") == status.get("jobStatus") if "jobStatus" in cond
+                       else cond.get("jobDeploymentStatus") == status.get("jobDeploymentStatus"))
+            if matched and now - ended >= self._seconds(cond.get("ttlSeconds")) and \
+                    not self._deletion_done(key, obj, rule["policy"]):
+                overdue.append(rule["policy"])
+        if overdue:
+            self._execute_deletion_policy(key, obj, max(overdue, key=lambda p: order.get(p, 0)))
+
+    def _deletion_done(self, key: tuple, obj: dict, policy: str) -> bool:
+        """``isDeletionActionCompleted``."""
+        if policy == "DeleteSelf":
+            return bool(obj["metadata"].get("deletionTimestamp"))
+        if policy == "DeleteCluster":
+            ckey = ("rayclusters", key[1], obj["status"].get("rayClusterName", ""))
+            return ckey not in self.host.objects
+        return True
+
+    def _execute_deletion_policy(self, key: tuple, obj: dict, policy: str) -> None:
+        """``executeDeletionPolicy``."""
+        if policy == "DeleteCluster":
+            self.host._remove(("rayclusters", key[1], obj["status"].get("rayClusterName", "")))
+        elif policy == "DeleteSelf":
+            self.host._schedule_delete(key, "Background")
+
+    def _handle_shutdown_after_job_finishes(self, key: tuple, obj: dict, ended: float,
+                                            now: float) -> None:
+        """``handleShutdownAfterJobFinishes``: after the TTL, only the RayCluster is deleted
+        (``deleteClusterResources``) - the RayJob and its submitter stay - unless the operator
+        runs with ``DELETE_RAYJOB_CR_AFTER_JOB_FINISHES=true``."""
+        if now - ended < self._seconds((obj.get("spec") or {}).get("ttlSecondsAfterFinished")):
+            return
+        if self.host.delete_rayjob_cr_after_job_finishes:
+            if not obj["metadata"].get("deletionTimestamp"):
+                self.host._schedule_delete(key, "Background")
+            return
+        self.host._remove(("rayclusters", key[1], obj["status"].get("rayClusterName", "")))
