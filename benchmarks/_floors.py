@@ -9,7 +9,8 @@ gloo group). TorchRec may make more; compute is not included, so the
 sum per sample is what sharding over ``world`` processes adds at the least.
 
 ``import_floor`` (P3): CPU-seconds a fresh interpreter spends importing what a scoring worker
-imports before it scores a row (Ray and the model export path, which brings torch).
+imports before it scores a row (Ray, Ray Data, whose map task it runs, and the model export
+path, which brings torch); (P4) what a job driver imports to do its work.
 """
 
 from __future__ import annotations

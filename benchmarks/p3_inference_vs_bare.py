@@ -165,10 +165,11 @@ def body(tmp: str) -> dict[str, Any]:
 
 def _cold_floor(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """What a cold run cannot take less than: each scoring worker is a fresh interpreter that
-    imports Ray and the export path (torch) before it scores a row (``_floors.import_floor``),
+    imports Ray, Ray Data (its map task runs in Ray Data's code) and the export path (torch)
+    before it scores a row (``_floors.import_floor``),
     NUM_CPUS of them in parallel, then the warm run's work; and the cold ratio that leaves."""
     log("cold floor: a fresh scoring worker's imports")
-    imports = _floors.import_floor("import ray; import ads_ranking_pipelines.training.export")
+    imports = _floors.import_floor("import ray, ray.data; import ads_ranking_pipelines.training.export")
     warm_s = spread([r["ours"]["warm"]["seconds"] for r in runs], 3)["median"]
     bare_s = spread([min(r["bare2"]["seconds"], r["bare1"]["seconds"]) for r in runs], 3)["median"]
     floor_s = imports["cpu_s_min"] + warm_s          # NUM_CPUS workers import side by side

@@ -38,7 +38,14 @@ Then it reads the run back from the Dagster instance:
 
 Provisioning and teardown are also measured on their own: ``LocalRayBackend(...).session(
 ClusterRequest(workers=2, cpus_per_worker=1))`` entered and left once, after the run, in the
-run's layout and then in the other one (``node_per_worker``: a head + 2 worker nodes).
+run's layout and then in the other one (``node_per_worker``: a head + 2 worker nodes). In the
+run's layout, one empty Ray job per step (``python -c pass``) is submitted and followed to
+SUCCEEDED on that idle cluster (``empty_job_s``).
+
+``floor``: the least this design (a cluster per run, one Ray job per step) costs here beyond
+in-job compute, from parts measured in this benchmark: run launch + provisioning alone + the
+empty jobs + each driver's imports (``DRIVER_IMPORTS``, CPU-s in a fresh interpreter, one core)
++ teardown alone; beside ``goal_s`` (15 s).
 """
 
 from __future__ import annotations
@@ -137,15 +144,61 @@ def _measure_cluster(tmp: str) -> dict[str, Any]:
         backend = LocalRayBackend(os.path.join(tmp, "provision", "clusters"), single_node=single)
         request = ClusterRequest(name="bench-provision", owner="bench", workers=2, cpus_per_worker=1)
         t0 = time.perf_counter()
-        with backend.session(request):
+        with backend.session(request) as session:
             t1 = time.perf_counter()
+            empty = [_empty_job(session, i) for i in range(len(IN_JOB))] if single else []
+            t1 += sum(empty)
         t2 = time.perf_counter()
-        row = {"provision_s": round(t1 - t0, 2), "teardown_s": round(t2 - t1, 2), "nodes": nodes}
+        row = {"provision_s": round(t1 - t0 - sum(empty), 2), "teardown_s": round(t2 - t1, 2), "nodes": nodes}
+        if empty:
+            row["empty_job_s"] = [round(e, 2) for e in empty]
         if single:
             out.update(row)
         else:
             out["node_per_worker"] = row
     return out
+
+
+def _empty_job(session: Any, i: int) -> float:
+    """Seconds from submitting a Ray job that does nothing (``python -c pass``) to seeing it
+    SUCCEEDED, on the idle cluster: what any job costs before its driver imports anything."""
+    from ads_ranking_pipelines.backends.base import JobSpec
+
+    t0 = time.perf_counter()
+    job_id = session.submit(JobSpec(submission_id=f"bench-empty-{i}-{os.getpid()}",
+                                    entrypoint=f"{sys.executable} -c pass"))
+    while not (status := session.status(job_id)).state.terminal:
+        time.sleep(0.05)
+    if status.state.value != "SUCCEEDED":
+        raise RuntimeError(f"the empty job {job_id} ended {status.state.value}: {status.message}")
+    return time.perf_counter() - t0
+
+
+# What each job's driver imports to do its work (the modules its entrypoint's body imports,
+# with the Ray libraries it drives), timed in a fresh interpreter: CPU-seconds on one core.
+DRIVER_IMPORTS = {
+    "trained_model": "import ray, ray.train.torch; import ads_ranking_pipelines.training.trainer",
+    "model_evaluation": "import ads_ranking_pipelines.training.evaluate",
+    "batch_scores": "import ray, ray.data; import ads_ranking_pipelines.training.inference",
+}
+
+
+def floor(result: dict[str, Any]) -> dict[str, Any]:
+    """The least a daily run of this design (a cluster per run, one Ray job per step) costs
+    here beyond its jobs' compute, from parts measured in this benchmark: the run's launch,
+    the cluster started and torn down alone, an empty job per step, and each driver's imports
+    (one core each: a driver imports on one thread)."""
+    from benchmarks import _floors
+
+    b, alone = result["breakdown"], result["breakdown"].get("cluster_alone", {})
+    if "empty_job_s" not in alone:
+        return {"error": "no cluster measured alone"}
+    imports = {step: _floors.import_floor(stmt) for step, stmt in DRIVER_IMPORTS.items()}
+    parts = {"run_launch_s": b.get("run_launch_s") or 0.0, "provision_s": alone["provision_s"],
+             "empty_jobs_s": round(sum(alone["empty_job_s"]), 2),
+             "driver_imports_s": round(sum(i["cpu_s_min"] for i in imports.values()), 2),
+             "teardown_s": alone["teardown_s"]}
+    return {"parts": parts, "floor_s": round(sum(parts.values()), 2), "goal_s": 15.0, "driver_imports": imports}
 
 
 def body(tmp: str) -> dict[str, Any]:
@@ -185,6 +238,8 @@ def body(tmp: str) -> dict[str, Any]:
     except Exception as exc:  # a side measurement: the run's figures above stand without it
         cluster = {"error": f"{type(exc).__name__}: {exc}"[:300]}
     result["breakdown"]["cluster_alone"] = cluster
+    log("the floor of this design: launch, cluster alone, empty jobs, driver imports")
+    result["floor"] = floor(result)
     return {
         **result,
         "summary": {k: summary.get(k) for k in ("model_version", "auc", "baseline_auc", "oracle_auc")},

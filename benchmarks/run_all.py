@@ -278,6 +278,11 @@ def interpret(records: dict[str, dict[str, Any]]) -> list[str]:
             out.append(f"P4 strict (the training job's read, Ray Train start and export as overhead too): "
                        f"{p4['strict_overhead_s']:.0f} s ({p4['strict_ratio']:.0%}); window read "
                        f"{b.get('training_read_s')} s, training job outside its epochs {b.get('training_not_epochs_s')} s.")
+        fl = p4.get("floor", {})
+        if fl.get("floor_s") is not None:
+            parts = ", ".join(f"{k[:-2].replace('_', ' ')} {v}" for k, v in fl["parts"].items())
+            out.append(f"P4 floor of this design (a cluster per run, a Ray job per step), measured here: "
+                       f"{fl['floor_s']} s ({parts}) against the {fl['goal_s']:g} s goal.")
     q1 = records.get("Q1")
     if q1 and q1.get("ratio") is not None:
         for name, r in q1.get("results", {}).items():
@@ -311,6 +316,10 @@ def interpret(records: dict[str, dict[str, Any]]) -> list[str]:
                    f"(ratio {s1['ratio']:.2f}, goal <= 1.15: {'met' if s1.get('goal_met') else 'not met'}; bare "
                    f"training alone {s1.get('bare_train_slope_s_per_m')} s per M); fixed parts {s1.get('ours_intercept_s')} "
                    f"vs {s1.get('bare_intercept_s')} s. Wall times ours vs bare: {pts}.")
+        steps = s1.get("step_slopes_s_per_m") or {}
+        if steps:
+            out.append("S1 by step, s per M rows/day ours vs bare (gap): " + "; ".join(
+                f"{k} {v['ours']} vs {v['bare']} ({v['gap']:+})" for k, v in steps.items()) + ".")
     failed = [n for n, r in records.items() if r.get("ratio") is None]
     if failed:
         out.append("Failed: " + "; ".join(f"{n}: {_one_line(records[n].get('error'))}" for n in failed) + ".")
@@ -357,7 +366,7 @@ def _p3_sentence(p3: dict[str, Any]) -> str:
                  + ", ".join(f"{k} {v}" for k, v in (b.get("bare") or {}).items()) + " s.")
     floor = p3.get("cold_floor") or {}
     if floor.get("cold_ratio_ceiling") is not None:
-        text += (f" A fresh scoring worker spends {floor['worker_imports']['cpu_s_min']} CPU-s importing Ray and "
+        text += (f" A fresh scoring worker spends {floor['worker_imports']['cpu_s_min']} CPU-s importing Ray, Ray Data and "
                  f"torch before its first row; with the warm run's {floor['ours_warm_s']} s a cold run takes at "
                  f"least {floor['cold_floor_s']} s, a cold ratio of at most {floor['cold_ratio_ceiling']}.")
     return text
