@@ -25,7 +25,10 @@ rows) would pass ``BENCH_S1_BUDGET_S`` (default 2700 s) since the start, so a sl
 still gets a line for the sizes that fit. Each side's slope is the least-squares fit of wall seconds on millions of rows per day;
 ratio = our slope / the bare slope (1: each extra million rows costs us what it costs the bare
 pipeline; the intercepts, fixed costs, are P4's business). ``bare_train_slope_s_per_m`` is the
-slope of the bare training alone, for reference.
+slope of the bare training alone, for reference. ``step_slopes_s_per_m``: per step of our run
+(its Dagster step time), its slope beside the slope of the bare part doing the same work
+(training, evaluation, scoring; the data checks have none) and the gap, which splits the slope
+gap by step; each point also keeps our training epochs' samples/s.
 """
 
 from __future__ import annotations
@@ -94,7 +97,54 @@ def _ours(tmp: str, rows: int, params) -> dict[str, Any]:
     wall = time.perf_counter() - t0
     if summary.get("error"):
         raise RuntimeError(f"the run at {rows} rows/day failed: {summary['error']}")
-    return {"wall_s": round(wall, 2), "auc": summary.get("auc"), "root": StorageLayout(home).root}
+    return {"wall_s": round(wall, 2), "auc": summary.get("auc"), "root": StorageLayout(home).root,
+            **_ours_steps(summary["run_id"])}
+
+
+# each step of our run, and the part of the bare pipeline that does the same work
+STEP_OF_BARE = {"impressions": None, "trained_model": "train_s", "model_evaluation": "evaluate_s",
+                "batch_scores": "score_s"}
+
+
+def _ours_steps(run_id: str) -> dict[str, Any]:
+    """Seconds per step of our run (STEP_START -> STEP_SUCCESS in the Dagster event log) and the
+    training epochs' samples/s, so the slope gap can be split by step."""
+    import dagster as dg
+
+    from benchmarks.p4_pipeline_overhead import _events, _first, _last
+
+    with dg.DagsterInstance.get() as instance:
+        events = _events(instance, run_id)
+        rates = []
+        for rec in instance.get_records_for_run(run_id, limit=1_000_000).records:
+            de = rec.event_log_entry.dagster_event
+            if de is not None and de.event_type_value == "ASSET_OBSERVATION":
+                meta = {k: v.value for k, v in de.event_specific_data.asset_observation.metadata.items()}
+                if meta.get("kind") == "epoch" and "samples_per_s" in meta:
+                    rates.append(round(float(meta["samples_per_s"]), 1))
+    steps = {}
+    for step in STEP_OF_BARE:
+        mine = [e for e in events if e[2] == step]
+        start = _first(mine, lambda k, s, m: k == "STEP_START")
+        end = _last(mine, lambda k, s, m: k == "STEP_SUCCESS")
+        steps[step] = round(end - start, 2) if start is not None and end is not None else None
+    return {"steps_s": steps, "epoch_samples_per_s": rates}
+
+
+def step_slopes(points: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per step, the least-squares slope (s per M rows/day) of ours and of the bare part doing
+    the same work, and what ours adds: where the slope gap goes."""
+    xs = [p["rows_per_day"] / 1e6 for p in points]
+    out: dict[str, Any] = {}
+    for step, bare_key in STEP_OF_BARE.items():
+        ours_y = [(p["ours"].get("steps_s") or {}).get(step) for p in points]
+        if any(y is None for y in ours_y):
+            continue
+        so, _ = slope(xs, ours_y)
+        sb = slope(xs, [p["bare"][bare_key] for p in points])[0] if bare_key else 0.0
+        if so is not None and sb is not None:
+            out[step] = {"ours": round(so, 2), "bare": round(sb, 2), "gap": round(so - sb, 2)}
+    return out
 
 
 def _bare(tmp: str, rows: int, params, root: str) -> dict[str, Any]:
@@ -184,6 +234,7 @@ def body(tmp: str) -> dict[str, Any]:
         "ours_intercept_s": round(io, 2) if io is not None else None,
         "bare_intercept_s": round(ib, 2) if ib is not None else None,
         "bare_train_slope_s_per_m": round(st, 2) if st is not None else None,
+        "step_slopes_s_per_m": step_slopes(points),
         "goal": 1.15, "goal_met": ratio is not None and ratio <= 1.15,
         "points": points,
         "skipped_sizes": skipped,
