@@ -134,20 +134,12 @@ class RayJobController:
         spec, status = obj.get("spec") or {}, obj["status"]
         scenario = scenario_for(self.host, obj["metadata"]["name"])
         if scenario.outcome == "deadline_exceeded" and now - sim["t0"] >= scenario.deadline_after_s:
-            status.update({"jobDeploymentStatus": "Failed", "reason": "DeadlineExceeded",
-                           "message": f"The RayJob has passed the activeDeadlineSeconds. "
-                                      f"StartTime: {status.get('startTime')}. "
-                                      f"ActiveDeadlineSeconds: {spec.get('activeDeadlineSeconds')}",
-                           "endTime": now_rfc3339()})
+            _deadline_failed(status, "DeadlineExceeded", "activeDeadlineSeconds", spec.get("activeDeadlineSeconds"))
             return True
         pre = spec.get("preRunningDeadlineSeconds")
         if pre and status.get("jobDeploymentStatus") in ("Initializing", "Waiting") and \
                 now - sim["t0"] >= self._seconds(pre):
-            status.update({"jobDeploymentStatus": "Failed", "reason": "PreRunningDeadlineExceeded",
-                           "message": f"The RayJob has passed the preRunningDeadlineSeconds. "
-                                      f"StartTime: {status.get('startTime')}. "
-                                      f"PreRunningDeadlineSeconds: {pre}",
-                           "endTime": now_rfc3339()})
+            _deadline_failed(status, "PreRunningDeadlineExceeded", "preRunningDeadlineSeconds", pre)
             return True
         return False
 
@@ -422,3 +414,11 @@ class RayJobController:
                 self.host._schedule_delete(key, "Background")
             return
         self.host._remove(("rayclusters", key[1], obj["status"].get("rayClusterName", "")))
+
+
+def _deadline_failed(status: dict, reason: str, field: str, seconds: object) -> None:
+    """The RayJob's status once a deadline has passed (the v1.7.0 controller's message)."""
+    status.update({"jobDeploymentStatus": "Failed", "reason": reason,
+                   "message": f"The RayJob has passed the {field}. StartTime: {status.get('startTime')}. "
+                              f"{field[0].upper()}{field[1:]}: {seconds}",
+                   "endTime": now_rfc3339()})
