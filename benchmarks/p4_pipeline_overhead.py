@@ -97,6 +97,13 @@ def _last(events, pred) -> float | None:
     return next((t for t, k, s, m in reversed(events) if pred(k, s, m)), None)
 
 
+def step_span(events, step: str) -> tuple[float | None, float | None]:
+    """(STEP_START, STEP_SUCCESS or STEP_FAILURE) times of ``step``'s events, None where missing."""
+    mine = [e for e in events if e[2] == step]
+    return (_first(mine, lambda k, s, m: k == "STEP_START"),
+            _last(mine, lambda k, s, m: k in ("STEP_SUCCESS", "STEP_FAILURE")))
+
+
 def k_is_log(e: tuple[float, str, str | None, str]) -> bool:
     return e[1] == "LOG"
 
@@ -147,9 +154,9 @@ def _measure_cluster(tmp: str) -> dict[str, Any]:
         with backend.session(request) as session:
             t1 = time.perf_counter()
             empty = [_empty_job(session, i) for i in range(len(IN_JOB))] if single else []
-            t1 += sum(empty)
+            t_jobs = time.perf_counter()
         t2 = time.perf_counter()
-        row = {"provision_s": round(t1 - t0 - sum(empty), 2), "teardown_s": round(t2 - t1, 2), "nodes": nodes}
+        row = {"provision_s": round(t1 - t0, 2), "teardown_s": round(t2 - t_jobs, 2), "nodes": nodes}
         if empty:
             row["empty_job_s"] = [round(e, 2) for e in empty]
         if single:
@@ -288,8 +295,7 @@ def analyze(instance, run_id: str, t_call: float, total: float) -> dict[str, Any
     last_step_end = None
     for step in STEPS:
         mine = [e for e in events if e[2] == step]
-        start = _first(mine, lambda k, s, m: k == "STEP_START")
-        end = _last(mine, lambda k, s, m: k in ("STEP_SUCCESS", "STEP_FAILURE"))
+        start, end = step_span(events, step)
         dur = (end - start) if start is not None and end is not None else None
         if end is not None:
             last_step_end = max(last_step_end or end, end)

@@ -111,7 +111,7 @@ def _ours_steps(run_id: str) -> dict[str, Any]:
     training epochs' samples/s, so the slope gap can be split by step."""
     import dagster as dg
 
-    from benchmarks.p4_pipeline_overhead import _events, _first, _last
+    from benchmarks.p4_pipeline_overhead import _events, step_span
 
     with dg.DagsterInstance.get() as instance:
         events = _events(instance, run_id)
@@ -124,9 +124,7 @@ def _ours_steps(run_id: str) -> dict[str, Any]:
                     rates.append(round(float(meta["samples_per_s"]), 1))
     steps = {}
     for step in STEP_OF_BARE:
-        mine = [e for e in events if e[2] == step]
-        start = _first(mine, lambda k, s, m: k == "STEP_START")
-        end = _last(mine, lambda k, s, m: k == "STEP_SUCCESS")
+        start, end = step_span(events, step)
         steps[step] = round(end - start, 2) if start is not None and end is not None else None
     return {"steps_s": steps, "epoch_samples_per_s": rates}
 
