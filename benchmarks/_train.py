@@ -50,11 +50,23 @@ def phase_table(history: list[dict[str, Any]], samples_key: str = "samples") -> 
         if any(v is None for v in vals) or not kept:
             continue
         total = sum(float(v) for v in vals)
-        out[ph] = {"s_per_epoch": round(total / len(kept), 4), "us_per_sample": round(1e6 * total / samples, 3)}
+        out[ph] = {"s_per_epoch": round(total / len(kept), 4), "us_per_sample": round(1e6 * total / samples, 3),
+                   **_cpu_share([e.get(f"profile_{ph}_cpu_s") for e in kept], total)}
     epoch_s = sum(float(e["epoch_s"]) for e in kept)
     out["epoch"] = {"s_per_epoch": round(epoch_s / max(1, len(kept)), 4),
-                    "us_per_sample": round(1e6 * epoch_s / samples, 3) if samples else None}
+                    "us_per_sample": round(1e6 * epoch_s / samples, 3) if samples else None,
+                    **_cpu_share([e.get("profile_epoch_cpu_s") for e in kept], epoch_s)}
     return out
+
+
+def _cpu_share(cpu_values: list[Any], wall_total: float) -> dict[str, Any]:
+    """The process CPU time of a phase per epoch and its share of the phase's wall time (below
+    1: the rank waited, for its peer in a collective or for a core), where the run measured it."""
+    if not cpu_values or any(v is None for v in cpu_values):
+        return {}
+    cpu = sum(float(v) for v in cpu_values)
+    return {"cpu_s_per_epoch": round(cpu / len(cpu_values), 4),
+            "cpu_share": round(cpu / wall_total, 3) if wall_total > 0 else None}
 
 
 def params_summary(p) -> dict[str, Any]:

@@ -26,7 +26,9 @@ Both sides time the same phases (``training.step_profile``; a few clock reads pe
 each side): ``breakdown`` gives, per phase, microseconds per training sample (median over the
 pairs; ours: rank 0's time over all ranks' samples, i.e. the wall time per sample of the job;
 bare: the pair's reference run, i.e. the faster of its two) and ``gap_us_per_sample`` = ours -
-bare per phase, which says where each lost percent went (``embedding_forward`` is part of
+bare per phase, which says where each lost percent went, and each side's ``cpu_share`` of the
+phase (process CPU time / wall time: below 1 on our 1-thread ranks is time spent waiting, in a
+collective for the peer rank or for a core) (``embedding_forward`` is part of
 ``forward``, ``grad_allreduce`` part of ``backward``).
 ``collective_floor``: the gloo collectives one of our steps needs (KJT input distribution,
 pooled embeddings forward and backward, DDP all-reduce), timed alone with the step's sizes
@@ -127,6 +129,11 @@ def breakdown(ours: list[dict[str, Any] | None], bare: list[dict[str, Any] | Non
             continue
         out[ph] = {"ours_us_per_sample": o["median"], "bare_us_per_sample": b["median"],
                    "gap_us_per_sample": round((o["median"] or 0.0) - (b["median"] or 0.0), 3)}
+        # CPU share of the phase's wall time (rank 0's process; the bare process has 2 threads)
+        oc = spread([(t or {}).get(ph, {}).get("cpu_share") for t in ours])
+        bc = spread([(t or {}).get(ph, {}).get("cpu_share") for t in bare])
+        if oc["median"] is not None:
+            out[ph].update(ours_cpu_share=oc["median"], bare_cpu_share=bc["median"])
     return out
 
 

@@ -24,7 +24,13 @@ Phases (summed over the epoch's steps):
 ``optimizer``        learning-rate update, ``zero_grad`` and the dense Adam step
 
 ``profile_other_s`` is the epoch time left over (progress records, loss bookkeeping, the
-epoch-end all-reduce). ``profile_threads`` is each rank's torch intra-op / inter-op thread
+epoch-end all-reduce).
+
+Beside each phase's wall time, ``profile_<phase>_cpu_s`` is the CPU time the whole worker
+process (every thread: torch, gloo, Ray's) used during it (``time.process_time``), and
+``profile_epoch_cpu_s`` the process's CPU time over the epoch: where a phase's CPU time falls
+short of its wall time, the rank was waiting (for its peer in a collective, a transfer, or the
+OS giving it a core), not computing. ``profile_threads`` is each rank's torch intra-op / inter-op thread
 counts and the OpenMP/BLAS pools threadpoolctl sees, as measured inside the worker.
 """
 
@@ -49,21 +55,24 @@ class StepProfile:
     def __init__(self, enabled: bool = False) -> None:
         self.enabled = bool(enabled)
         self.seconds = dict.fromkeys(PHASES, 0.0)
-        self._embedding_start = 0.0
+        self.cpu = dict.fromkeys(PHASES, 0.0)
+        self._embedding_start = (0.0, 0.0)
+        self._epoch_cpu_start = time.process_time()
 
     def phase(self, name: str) -> contextlib.AbstractContextManager[Any]:
         return self._timed(name) if self.enabled else _OFF
 
     @contextlib.contextmanager
     def _timed(self, name: str) -> Iterator[None]:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         try:
             yield
         finally:
-            self.seconds[name] += time.perf_counter() - t0
+            self.add(name, time.perf_counter() - t0, time.process_time() - c0)
 
-    def add(self, name: str, seconds: float) -> None:
+    def add(self, name: str, seconds: float, cpu_seconds: float = 0.0) -> None:
         self.seconds[name] += seconds
+        self.cpu[name] += cpu_seconds
 
     def take(self, epoch_s: float) -> dict[str, Any]:
         """This epoch's figures as metrics (``profile_<phase>_s``), then start from zero."""
@@ -72,7 +81,12 @@ class StepProfile:
         out = {f"profile_{k}_s": round(v, 4) for k, v in self.seconds.items()}
         top = ("input_wait", "to_tensors", "batch_allreduce", "forward", "backward", "optimizer")
         out["profile_other_s"] = round(max(0.0, epoch_s - sum(self.seconds[k] for k in top)), 4)
+        out.update({f"profile_{k}_cpu_s": round(v, 4) for k, v in self.cpu.items()})
+        now = time.process_time()
+        out["profile_epoch_cpu_s"] = round(now - self._epoch_cpu_start, 4)
         self.seconds = dict.fromkeys(PHASES, 0.0)
+        self.cpu = dict.fromkeys(PHASES, 0.0)
+        self._epoch_cpu_start = now
         return out
 
     # ---- hooks into the sharded model -------------------------------------------------------
@@ -89,13 +103,13 @@ class StepProfile:
                 break
 
     def _embedding_pre(self, module: nn.Module, args: Any) -> None:
-        self._embedding_start = time.perf_counter()
+        self._embedding_start = (time.perf_counter(), time.process_time())
 
     def _embedding_post(self, module: nn.Module, args: Any, output: Any) -> Any:
-        start = self._embedding_start
+        start, cpu_start = self._embedding_start
 
         def done(result: Any) -> Any:
-            self.add("embedding_forward", time.perf_counter() - start)
+            self.add("embedding_forward", time.perf_counter() - start, time.process_time() - cpu_start)
             return result
 
         callbacks = getattr(output, "callbacks", None)
@@ -109,10 +123,10 @@ class StepProfile:
         """DDP comm ``hook`` (``training.grad_sync``), timed from launch to done as ``grad_allreduce``."""
 
         def timed(process_group, bucket):  # no annotations: DDP checks them
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
 
             def done(fut):
-                self.add("grad_allreduce", time.perf_counter() - t0)
+                self.add("grad_allreduce", time.perf_counter() - t0, time.process_time() - c0)
                 return fut.value()
 
             return hook(process_group, bucket).then(done)

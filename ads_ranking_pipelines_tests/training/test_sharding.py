@@ -140,9 +140,15 @@ def test_profile_steps_records_where_each_epoch_went_and_the_threads_of_every_ra
     history = json.load(open(tmp_path / "profile_True.json"))
     assert len(history) == 2
     for h in history:
-        s = {k[len("profile_"):-2]: v for k, v in h.items() if k.startswith("profile_") and k.endswith("_s")}
+        s = {k[len("profile_"):-2]: v for k, v in h.items()
+             if k.startswith("profile_") and k.endswith("_s") and not k.endswith("_cpu_s")}
         assert set(s) == {"input_wait", "to_tensors", "batch_allreduce", "forward", "embedding_forward",
                           "backward", "grad_allreduce", "optimizer", "other"}
+        # beside each phase's wall time, the process CPU time it took: some, and within the epoch's
+        cpu = {k[len("profile_"):-len("_cpu_s")]: v for k, v in h.items() if k.endswith("_cpu_s")}
+        assert set(cpu) == set(s) - {"other"} | {"epoch"}
+        assert cpu["epoch"] > 0 and cpu["forward"] > 0 and cpu["backward"] > 0
+        assert all(0 <= v <= cpu["epoch"] + 1e-3 for k, v in cpu.items())
         # every step ran each timed phase; the parts are inside their wholes; nothing exceeds the epoch
         assert all(s[k] > 0 for k in ("to_tensors", "batch_allreduce", "forward", "embedding_forward",
                                       "backward", "grad_allreduce", "optimizer"))
