@@ -43,7 +43,7 @@ from ads_ranking_pipelines.training.checkpoint import checkpoint_bytes, load_che
 from ads_ranking_pipelines.training.lockstep import lockstep
 from ads_ranking_pipelines.training.features import FeatureSpec
 from ads_ranking_pipelines.metrics import MetricError, auc, logloss
-from ads_ranking_pipelines.training.model import build_model, set_id_counts
+from ads_ranking_pipelines.training.model import build_model, set_id_counts, sync_dense_statistics
 from ads_ranking_pipelines.training.sharding import ShardedModel, shard_model
 from ads_ranking_pipelines.training.step_profile import StepProfile, thread_counts
 from ads_ranking_pipelines.training.warm_start import apply as apply_warm_start
@@ -179,6 +179,7 @@ def train_epoch(w: Worker, batches: Iterable[Mapping[str, np.ndarray]], epoch: i
             w.progress({"kind": "progress", "epoch": epoch + 1, "step": state.global_step, "epoch_step": steps,
                         "loss": float(loss_sum.item() / max(seen, 1)),
                         "samples_per_s": round(seen * w.world / (now - t0), 1)})
+    sync_dense_statistics(w.sm.model)   # the epoch's batch statistics, before validation and the checkpoint
     train_s = time.perf_counter() - t0
     totals = _all_reduce(torch.tensor([float(loss_sum.item()), float(seen), float(steps)],
                                       dtype=torch.float64, device=w.comm_device)).cpu()

@@ -12,7 +12,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from ads_ranking_pipelines.training.batches import make_batch
-from ads_ranking_pipelines.training.model import build_model
+from ads_ranking_pipelines.training.model import build_model, sync_dense_statistics
 from ads_ranking_pipelines.training.sharding import shard_model
 from ads_ranking_pipelines.training.checkpoint import load_checkpoint, read_train_state, save_checkpoint
 from ads_ranking_pipelines.training.train_loop import quiet_warnings, run_worker, set_learning_rates
@@ -67,6 +67,7 @@ def train_save_and_reload(rank: int, world: int, out_dir: str) -> None:
         for lo in range(0, len(data["label"]), 64):
             losses.append(_step(sm, make_batch({k: v[lo:lo + 64] for k, v in data.items()},
                                                spec.sparse_columns)))
+        sync_dense_statistics(sm.model)                     # as the training loop does at epoch end
     after = _local_tensors(sm.model.state_dict())
     changed = {k: float((after[k] - before[k]).abs().sum()) for k in after}
     logits = _eval_logits(sm, spec)
@@ -121,6 +122,7 @@ def embedding_optimizer_settings(rank: int, world: int, out_dir: str) -> None:
     data = toy_arrays(64 * 3, spec, seed=30 + rank)        # each rank its own rows
     for lo in range(0, len(data["label"]), 64):
         _step(sm, make_batch({k: v[lo:lo + 64] for k, v in data.items()}, spec.sparse_columns))
+    sync_dense_statistics(sm.model)
     after = [m.get_learning_rate() for m in mods]
     dense_lrs = [float(g["lr"]) for g in sm.dense_optimizer.param_groups]
     norm = {k: v.tolist() for k, v in _local_tensors(sm.model.state_dict()).items()
