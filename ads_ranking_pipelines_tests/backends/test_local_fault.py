@@ -11,6 +11,7 @@ import threading
 import time
 
 import pytest
+import requests
 
 from ads_ranking_pipelines.backends.base import JobSpec, JobState
 from ads_ranking_pipelines.backends.local import LocalRayBackend
@@ -63,6 +64,7 @@ def test_killed_worker_node_is_replaced_and_training_resumes(ads_home, tmp_path)
             time.sleep(1)
         follower.join(timeout=60)
         replaced = cluster.replaced_workers
+        actor_classes = _actor_classes(cluster)
         temp_dir = cluster.state.temp_dir
 
     assert status.state == JobState.SUCCEEDED, status.message + "\n" + "\n".join(lines[-40:])
@@ -72,3 +74,13 @@ def test_killed_worker_node_is_replaced_and_training_resumes(ads_home, tmp_path)
     assert result["worker_restarts"] >= 1, "training did not notice the lost node"
     assert fs.exists(str(tmp_path / "model" / "manifest.json"))
     assert wait_no_processes(temp_dir) == []
+    # no node of a local cluster is ever drained: Ray Train's preemption watcher is not started
+    assert "TrainController" in actor_classes and "PreemptionWatcher" not in actor_classes, actor_classes
+
+
+def _actor_classes(cluster) -> set[str]:
+    """Class names of every actor the cluster ran (dead ones too), from the state API."""
+    r = requests.get(f"{cluster.state.dashboard_url}/api/v0/actors", params={"detail": "false", "limit": 10000},
+                     headers=cluster.auth_headers(), timeout=10)
+    r.raise_for_status()
+    return {a.get("class_name") for a in r.json()["data"]["result"]["result"]}
