@@ -339,6 +339,7 @@ def _p1_sentence(p1: dict[str, Any]) -> str:
         top = sorted(gaps.items(), key=lambda kv: -kv[1])[:4]
         text += (f" Per training sample ours spends {total:+.2f} us more; by phase: "
                  + ", ".join(f"{k} {v:+.2f} us" for k, v in top) + " (breakdown in the JSON line).")
+    text += _p1_waiting(p1.get("breakdown") or {})
     floor = (p1.get("collective_floor") or {}).get("us_per_sample")
     bare_epoch = (p1.get("breakdown") or {}).get("epoch", {}).get("bare_us_per_sample")
     if floor is not None and bare_epoch:
@@ -347,6 +348,24 @@ def _p1_sentence(p1: dict[str, Any]) -> str:
     if p1.get("contended_pairs"):
         text += f" In {p1['contended_pairs']} pair(s) the bare loop was faster with 1 thread than 2: contended cores."
     return text
+
+
+def _p1_waiting(breakdown: dict[str, Any]) -> str:
+    """How much of its epoch our rank 0 computed, and in which phases it waited (CPU share < 1)."""
+    epoch = breakdown.get("epoch") or {}
+    share = epoch.get("ours_cpu_share")
+    if share is None or not epoch.get("ours_us_per_sample"):
+        return ""
+    waits = {k: v["ours_us_per_sample"] * (1 - v["ours_cpu_share"]) for k, v in breakdown.items()
+             if k in ("forward", "backward", "input_wait", "to_tensors", "optimizer")
+             and v.get("ours_cpu_share") is not None and v.get("ours_us_per_sample")}
+    top = sorted(waits.items(), key=lambda kv: -kv[1])[:3]
+    text = (f" Our rank 0's process used the CPU for {share:.0%} of its epoch and waited the rest"
+            f" (collectives, its peer rank)")
+    if top:
+        text += ": waiting per sample " + ", ".join(f"{k} {v:.2f} us" for k, v in top)
+    bare = epoch.get("bare_cpu_share")
+    return text + (f"; the bare process kept {bare:.2f} cores busy." if bare is not None else ".")
 
 
 def _p3_sentence(p3: dict[str, Any]) -> str:
