@@ -43,7 +43,8 @@ from ads_ranking_pipelines.training.checkpoint import checkpoint_bytes, load_che
 from ads_ranking_pipelines.training.lockstep import lockstep
 from ads_ranking_pipelines.training.features import FeatureSpec
 from ads_ranking_pipelines.metrics import MetricError, auc, logloss
-from ads_ranking_pipelines.training.model import build_model, set_id_counts, sync_dense_statistics
+from ads_ranking_pipelines.training.dense_norm import sync_dense_statistics
+from ads_ranking_pipelines.training.model import build_model, set_id_counts
 from ads_ranking_pipelines.training.sharding import ShardedModel, shard_model
 from ads_ranking_pipelines.training.step_profile import StepProfile, thread_counts
 from ads_ranking_pipelines.training.warm_start import apply as apply_warm_start

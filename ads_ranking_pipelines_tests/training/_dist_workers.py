@@ -12,7 +12,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from ads_ranking_pipelines.training.batches import make_batch
-from ads_ranking_pipelines.training.model import build_model, sync_dense_statistics
+from ads_ranking_pipelines.training.dense_norm import sync_dense_statistics
+from ads_ranking_pipelines.training.model import build_model
 from ads_ranking_pipelines.training.sharding import shard_model
 from ads_ranking_pipelines.training.checkpoint import load_checkpoint, read_train_state, save_checkpoint
 from ads_ranking_pipelines.training.train_loop import quiet_warnings, run_worker, set_learning_rates
