@@ -49,6 +49,8 @@ def interpret(records: dict[str, dict[str, Any]]) -> list[str]:
             parts = ", ".join(f"{k[:-2].replace('_', ' ')} {v}" for k, v in fl["parts"].items())
             out.append(f"P4 floor of this design (a cluster per run, a Ray job per step), measured here: "
                        f"{fl['floor_s']} s ({parts}) against the {fl['goal_s']:g} s goal.")
+        if (pc := p4.get("process_cpu") or {}).get("total_cpu_s") is not None:
+            out.append(_p4_cpu_sentence(pc))
     q1 = records.get("Q1")
     if q1 and q1.get("ratio") is not None:
         for name, r in q1.get("results", {}).items():
@@ -114,6 +116,14 @@ def _p1_sentence(p1: dict[str, Any]) -> str:
     if p1.get("contended_pairs"):
         text += f" In {p1['contended_pairs']} pair(s) the bare loop was faster with 1 thread than 2: contended cores."
     return text
+
+
+def _p4_cpu_sentence(pc: dict[str, Any]) -> str:
+    """Where the run's CPU time went, by process group (``benchmarks._proc_cpu``)."""
+    groups = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in pc.get("by_group_cpu_s", {}).items() if v >= 0.1)
+    cpus = pc.get("cpus") or 1
+    return (f"P4 CPU: during the {pc['wall_s']} s run its processes used {pc['total_cpu_s']} CPU-s of the "
+            f"{round(pc['wall_s'] * cpus, 1)} its {cpus} cores had (at least: sampled); by group: {groups}.")
 
 
 def _p1_waiting(breakdown: dict[str, Any]) -> str:

@@ -42,6 +42,11 @@ run's layout and then in the other one (``node_per_worker``: a head + 2 worker n
 run's layout, one empty Ray job per step (``python -c pass``) is submitted and followed to
 SUCCEEDED on that idle cluster (``empty_job_s``).
 
+``process_cpu``: CPU seconds of the run's processes while ``run_pipeline`` runs (this process
+and every process it starts: the cluster's Ray processes, job supervisors and drivers, Ray
+Train's actors and workers, Ray Data's workers), by group (``_proc_cpu``; sampled every 0.25 s,
+so lower bounds). On 2 cores, ``total_cpu_s`` / 2 is the least wall time that work takes.
+
 ``floor``: the least this design (a cluster per run, one Ray job per step) costs here beyond
 in-job compute, from parts measured in this benchmark: run launch + provisioning alone + the
 empty jobs + each driver's imports (``DRIVER_IMPORTS``, CPU-s in a fresh interpreter, one core)
@@ -58,6 +63,7 @@ import time
 from typing import Any
 
 from benchmarks._common import bench_main, fast, loadavg, log, pipeline_homes
+from benchmarks._proc_cpu import ProcessCpu
 
 DAY = dt.date(2026, 3, 10)
 STEPS = ("impressions", "trained_model", "model_evaluation", "batch_scores")
@@ -230,7 +236,8 @@ def body(tmp: str) -> dict[str, Any]:
     log("run_pipeline")
     t_call = time.time()
     t0 = time.perf_counter()
-    summary = run_pipeline(DAY, params, source, dict(os.environ))
+    with ProcessCpu() as cpu:
+        summary = run_pipeline(DAY, params, source, dict(os.environ))
     total = time.perf_counter() - t0
     log(f"run_pipeline returned after {total:.1f}s: {summary}")
     if summary.get("error"):
@@ -238,6 +245,7 @@ def body(tmp: str) -> dict[str, Any]:
 
     with dg.DagsterInstance.get() as instance:
         result = analyze(instance, summary["run_id"], t_call, total)
+    result["process_cpu"] = cpu.result()
 
     log("provisioning a cluster on its own")
     try:
