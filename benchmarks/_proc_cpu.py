@@ -67,6 +67,9 @@ class ProcessCpu:
         self.cpu: dict[int, float] = {}        # pid -> last CPU seconds seen
         self.start_cpu: dict[int, float] = {}  # pid -> CPU seconds when first seen before the start
         self.label: dict[int, str] = {}        # pid -> the latest command line (Ray renames workers)
+        self.done: list[tuple[int, str, float]] = []   # (pid, command line, CPU s) of exited ones
+        self._seen: set[int] = set()          # pids looked at once (new ones: is it ours?)
+        self._n = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="proc-cpu", daemon=True)
         self.wall_s = 0.0
@@ -88,38 +91,48 @@ class ProcessCpu:
             self._sample()
 
     def _sample(self, initial: bool = False) -> None:
-        stats = {}
-        for name in os.listdir("/proc"):
-            if name.isdigit() and (s := _stat(int(name))) is not None:
-                stats[int(name)] = s
-        mine = {self.root}
-        changed = True
-        while changed:              # descendants: parents before children, whatever the pid order
-            changed = False
-            for pid, (ppid, _) in stats.items():
-                if ppid in mine and pid not in mine:
-                    mine.add(pid)
-                    changed = True
-        for pid in mine:
-            cpu = stats[pid][1]
-            if initial:
-                self.start_cpu[pid] = cpu
-            self.cpu[pid] = cpu
-            if (line := _cmdline(pid)):
-                self.label[pid] = line
+        """One pass: new pids (their parent, once), then the CPU time of every live descendant.
+        Only new pids and the descendants are read, to keep the sampler's own cost small."""
+        live = {int(n) for n in os.listdir("/proc") if n.isdigit()}
+        self._seen &= live                     # a pid the kernel hands out again is new again
+        new = {pid: s for pid in live - self._seen if (s := _stat(pid)) is not None}
+        self._seen |= live
+        added = True
+        while added:                           # a child's pid can be lower than its parent's
+            added = False
+            for pid, (ppid, cpu) in new.items():
+                if pid not in self.cpu and (ppid in self.cpu or pid == self.root):
+                    self.cpu[pid] = cpu
+                    if initial or pid == self.root:
+                        self.start_cpu[pid] = cpu
+                    added = True
+        for pid in list(self.cpu):
+            if pid not in live or (s := _stat(pid)) is None:
+                self._finish(pid)
+                continue
+            self.cpu[pid] = s[1]
+            label = self.label.get(pid, "")
+            if not label.startswith("ray::") or label.startswith("ray::IDLE") or self._n % 8 == 0:
+                if (line := _cmdline(pid)):
+                    self.label[pid] = line
+        self._n += 1
+
+    def _finish(self, pid: int) -> None:
+        """A process that exited: its last figure moves to ``done`` (its pid may come back)."""
+        self.done.append((pid, self.label.pop(pid, ""), self.cpu.pop(pid) - self.start_cpu.pop(pid, 0.0)))
 
     def result(self) -> dict[str, Any]:
         by_group: dict[str, float] = {}
         by_label: dict[str, float] = {}
-        for pid, cpu in self.cpu.items():
-            used = cpu - self.start_cpu.get(pid, 0.0)
-            line = self.label.get(pid, "")
+        rows = self.done + [(pid, self.label.get(pid, ""), cpu - self.start_cpu.get(pid, 0.0))
+                            for pid, cpu in self.cpu.items()]
+        for pid, line, used in rows:
             group = SELF if pid == self.root else group_of(line)
             by_group[group] = by_group.get(group, 0.0) + used
             short = line.split()[0] if line.startswith("ray::") else group
             by_label[short] = by_label.get(short, 0.0) + used
         top = sorted(by_label.items(), key=lambda kv: -kv[1])[:15]
         return {"total_cpu_s": round(sum(by_group.values()), 2), "wall_s": round(self.wall_s, 2),
-                "cpus": os.cpu_count(), "sample_interval_s": self.interval_s, "processes": len(self.cpu),
+                "cpus": os.cpu_count(), "sample_interval_s": self.interval_s, "processes": len(rows),
                 "by_group_cpu_s": {k: round(v, 2) for k, v in sorted(by_group.items(), key=lambda kv: -kv[1])},
                 "top_cpu_s": {k: round(v, 2) for k, v in top}}
