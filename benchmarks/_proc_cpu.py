@@ -7,8 +7,8 @@ and the command line, which Ray sets to ``ray::<actor or task>`` in its workers.
 last sample is its figure, so one that exits between samples loses at most ``interval_s`` of
 CPU: the totals are lower bounds.
 
-``groups`` sorts the processes into what they do in a daily run (``GROUPS``, first match wins).
-Linux only; elsewhere the result says so.
+``group_of`` sorts the processes into what they do in a daily run (``GROUPS``, first match
+wins). Linux only: without ``/proc`` nothing is sampled and the result says so.
 """
 
 from __future__ import annotations
@@ -76,14 +76,17 @@ class ProcessCpu:
 
     def __enter__(self) -> "ProcessCpu":
         self._t0 = time.perf_counter()
-        self._sample(initial=True)
-        self._thread.start()
+        self._sampling = os.path.isdir("/proc")
+        if self._sampling:
+            self._sample(initial=True)
+            self._thread.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
-        self._sample()
+        if self._sampling:
+            self._thread.join(timeout=5)
+            self._sample()
         self.wall_s = time.perf_counter() - self._t0
 
     def _loop(self) -> None:
@@ -122,6 +125,8 @@ class ProcessCpu:
         self.done.append((pid, self.label.pop(pid, ""), self.cpu.pop(pid) - self.start_cpu.pop(pid, 0.0)))
 
     def result(self) -> dict[str, Any]:
+        if not self.cpu and not self.done:
+            return {"error": "no /proc here: the processes' CPU time is measured on Linux only"}
         by_group: dict[str, float] = {}
         by_label: dict[str, float] = {}
         rows = self.done + [(pid, self.label.get(pid, ""), cpu - self.start_cpu.get(pid, 0.0))
