@@ -15,7 +15,7 @@ from ads_ranking_pipelines.config.settings import Settings
 from ads_ranking_pipelines.defs.assets import batch_scores, impressions, model_evaluation, trained_model
 from ads_ranking_pipelines.defs.champion_asset import champion_changed, champion_spec
 from ads_ranking_pipelines.defs.champion_jobs import promote_model, rollback_model
-from ads_ranking_pipelines.defs.gc_sensor import dagster_run_status, make_gc_sensor
+from ads_ranking_pipelines.defs.gc_sensor import dagster_run_status, make_gc_sensor, mark_collected, mark_dead_runs
 from ads_ranking_pipelines.defs.ray_resources import ray_resource
 from ads_ranking_pipelines.defs.resources import EventSourceResource, StorageResource
 from ads_ranking_pipelines.defs.jobs import JOB_NAME, daily_retraining, daily_retraining_schedule, range_tags, run_config
@@ -23,7 +23,8 @@ from ads_ranking_pipelines.defs.partitions import daily_partitions
 from ads_ranking_pipelines.defs.tags import run_tags
 
 __all__ = ["JOB_NAME", "build_definitions", "champion_changed", "dagster_run_status", "daily_partitions",
-           "evaluation_config_fields", "event_source_config", "range_tags", "ray_resource",
+           "evaluation_config_fields", "event_source_config", "mark_collected", "mark_dead_runs",
+           "range_tags", "ray_resource",
            "run_config", "run_tags"]
 
 event_source_config = EventSourceResource.from_source

@@ -28,11 +28,11 @@ if TYPE_CHECKING:
 
 
 def local_backend(settings: Settings, *, start_timeout_s: float = 180.0,
-                  run_id: str | None = None) -> "LocalRayBackend":
+                  run_id: str | None = None, on_orphan: list[str] | None = None) -> "LocalRayBackend":
     from ads_ranking_pipelines.backends.local import LocalRayBackend
 
     return LocalRayBackend(settings.state_dir, start_timeout_s=start_timeout_s, run_id=run_id,
-                           single_node=settings.local_single_node)
+                           single_node=settings.local_single_node, on_orphan=on_orphan)
 
 
 def kuberay_backend(settings: Settings, catalog: PoolCatalog, *, namespace: str | None = None,

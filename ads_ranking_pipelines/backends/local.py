@@ -42,24 +42,29 @@ class LocalRayBackend(RayBackend):
 
     ``state_dir`` holds one JSON file per running cluster so the CLI can find clusters again
     from another process. ``replace_dead_workers`` restarts worker nodes that die. A session's
-    cluster records ``run_id`` (the Dagster run) and this process, so the garbage collector
-    can stop it if this process dies without tearing it down.
+    cluster records ``run_id`` (the Dagster run) and this process, and is watched by a watchdog
+    process of its own (``local_watchdog.py``): if this process dies without tearing it down,
+    the watchdog stops the cluster within seconds and runs ``on_orphan`` (an argv; the Dagster
+    layer marks the run failed with it). The garbage collector covers a watchdog that died too.
     """
 
     name = "local"
 
     def __init__(self, state_dir: str | Path, replace_dead_workers: bool = True,
-                 start_timeout_s: float = 120, run_id: str | None = None, single_node: bool = True):
+                 start_timeout_s: float = 120, run_id: str | None = None, single_node: bool = True,
+                 on_orphan: list[str] | None = None):
         self.state_dir = Path(state_dir)
         self.single_node = single_node
         self.replace_dead_workers = replace_dead_workers
         self.start_timeout_s = start_timeout_s
         self.run_id = run_id
+        self.on_orphan = list(on_orphan or [])
 
     @contextlib.contextmanager
     def session(self, request: ClusterRequest) -> Iterator[LocalClusterSession]:
         cluster = LocalRayCluster.start(request, self.state_dir, start_timeout_s=self.start_timeout_s,
-                                        run_id=self.run_id, session=True, single_node=self.single_node)
+                                        run_id=self.run_id, session=True, single_node=self.single_node,
+                                        on_orphan=self.on_orphan)
         try:
             if self.replace_dead_workers:
                 cluster.start_monitor()

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import requests
 
+from ads_ranking_pipelines.backends import local_watchdog
 from ads_ranking_pipelines.backends.base import BackendError
 from ads_ranking_pipelines.backends.local_nodes import (
     HOST,
@@ -84,6 +85,9 @@ class ClusterState:
     run_id: str = ""
     session: bool = False
     single_node: bool = False       # one node with every worker's CPUs (no worker nodes)
+    # A session cluster's watchdog (local_watchdog.py) and what it runs when the controller dies.
+    watchdog_pid: int = 0
+    on_orphan: list[str] = field(default_factory=list)
 
 
 class LocalRayCluster:
@@ -152,7 +156,8 @@ class LocalRayCluster:
     @classmethod
     def start(cls, request: ClusterRequest, state_dir: str | Path, start_timeout_s: float = 120,
               *, run_id: str | None = None,
-              session: bool = False, attempts: int = 2, single_node: bool = False) -> "LocalRayCluster":
+              session: bool = False, attempts: int = 2, single_node: bool = False,
+              on_orphan: list[str] | None = None) -> "LocalRayCluster":
         """Start the head, then the worker nodes (START_WAVE at a time), and wait until all have
         joined; with ``single_node`` one node holds every worker's CPUs (no worker nodes).
 
@@ -166,7 +171,8 @@ class LocalRayCluster:
             raise BackendError(f"a local Ray cluster named {request.name!r} is already running "
                                f"(dashboard {existing.state.dashboard_url}); delete it or pick another name")
         for attempt in range(1, attempts + 1):
-            cluster = cls._new(request, state_dir, run_id=run_id, session=session, single_node=single_node)
+            cluster = cls._new(request, state_dir, run_id=run_id, session=session, single_node=single_node,
+                               on_orphan=on_orphan)
             try:
                 cluster._bring_up(request, start_timeout_s)
                 return cluster
@@ -182,7 +188,8 @@ class LocalRayCluster:
 
     @classmethod
     def _new(cls, request: ClusterRequest, state_dir: Path, *,
-             run_id: str | None, session: bool, single_node: bool) -> "LocalRayCluster":
+             run_id: str | None, session: bool, single_node: bool,
+             on_orphan: list[str] | None = None) -> "LocalRayCluster":
         # Short path: Ray's unix socket paths must stay under ~107 characters.
         temp_dir = tempfile.mkdtemp(prefix="arp-", dir="/tmp")
         os.makedirs(Path(temp_dir) / "home", exist_ok=True)
@@ -196,6 +203,7 @@ class LocalRayCluster:
             head_pid=0, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             controller_pid=os.getpid(), controller_start=process_start(os.getpid()),
             run_id=run_id or "", session=session, single_node=single_node,
+            on_orphan=list(on_orphan or []),
         )
         cluster = cls(state, state_dir)
         return cluster
@@ -205,6 +213,9 @@ class LocalRayCluster:
         head = self._nodes.spawn_head(request, single)
         self.state.head_pid = head.pid
         self._save()
+        if self.state.session:      # from here on, a dead controller does not leave the cluster behind
+            self.state.watchdog_pid = local_watchdog.spawn(self.state_file(self.state_dir, self.name))
+            self._save()
         self._nodes.wait_dashboard(timeout_s)
         if single:
             self.wait_for_nodes(1, timeout_s)
@@ -305,6 +316,7 @@ class LocalRayCluster:
         self._stopping.set()
         if self._monitor is not None and self._monitor is not threading.current_thread():
             self._monitor.join(timeout=5)
+        self._stop_watchdog()
         pids = [*self.state.worker_pids, *([self.state.head_pid] if self.state.head_pid else [])]
         for pid in pids:
             self._kill_group(pid, signal.SIGKILL if force and not keep_logs else signal.SIGTERM)
@@ -335,6 +347,14 @@ class LocalRayCluster:
         shutil.rmtree(self.state.temp_dir, ignore_errors=True)
         with contextlib.suppress(FileNotFoundError):
             self.state_file(self.state_dir, self.name).unlink()
+
+    def _stop_watchdog(self) -> None:
+        pid = self.state.watchdog_pid
+        if pid and pid != os.getpid():
+            self._kill_group(pid, signal.SIGKILL)
+            self._reap(pid, 2)
+            with contextlib.suppress(OSError):
+                local_watchdog.log_path(self.state_file(self.state_dir, self.name)).unlink()
 
     # ---- discovery from another process ----------------------------------------------------
     @classmethod

@@ -56,16 +56,25 @@ def gc(
 
     env = cli_env(ctx)
     status, instance = _run_status(env.environ)
+    found = []
     if instance is None:
         typer.echo("no Dagster instance (DAGSTER_HOME): collecting by process and TTL only",
                    err=True)
-    found = collector.collect_local(env.settings.state_dir, status, grace_s=grace, dry_run=dry_run)
+    else:       # runs whose process died are failed first, so their RayJobs are collected below
+        from ads_ranking_pipelines.definitions import mark_dead_runs
+
+        found += mark_dead_runs(instance, env.settings.home, dry_run=dry_run)
+    found += collector.collect_local(env.settings.state_dir, status, grace_s=grace, dry_run=dry_run)
     if backend_choice(env, backend) == "kuberay":
         kube = KubeOptions(context, in_cluster, namespace)
         with errors_to_exit_codes():
             found += collector.collect_kuberay(
                 kuberay_backend(env, kube), kube_namespace(kube, env), status, grace_s=grace,
                 ttl_s=ttl, dry_run=dry_run)
+    if instance is not None and not dry_run:
+        from ads_ranking_pipelines.definitions import mark_collected
+
+        mark_collected(instance, found, env.settings.home)
     for item in found:
         typer.echo(json.dumps({"action": "would delete" if dry_run else "deleted",
                                "backend": item.backend, "kind": item.kind, "name": item.name,

@@ -5,8 +5,10 @@
   the pool its config implies): at most ``max_concurrent_runs`` runs overall and, per GPU pool,
   the pool's ``max_concurrent_runs`` runs tagged ``ads-ranking/gpu-pool: <pool>`` (a second
   run on a pool at its limit waits; a run on another pool starts at once);
-* run monitoring on: a run whose process died (killed, out of memory) is marked failed and
-  frees its queue slot instead of staying STARTED;
+* run monitoring on, with a run launcher whose health check sees a dead run process
+  (``defs.run_launcher.ProcessCheckingRunLauncher``; Dagster's default launcher cannot tell):
+  a run whose process died (killed, out of memory) is marked failed within one poll and frees
+  its queue slot instead of staying STARTED;
 * telemetry off.
 
 ``make run`` / ``make ui`` write it into ``DAGSTER_HOME`` (``ads-ranking instance dagster-yaml``);
@@ -25,7 +27,7 @@ HEADER = ("# Generated from the GPU pool catalog by `ads-ranking instance dagste
 
 
 def instance_settings(catalog: PoolCatalog, max_concurrent_runs: int = 10,
-                      run_start_timeout_s: int = 180, poll_interval_s: int = 30) -> dict[str, Any]:
+                      run_start_timeout_s: int = 180, poll_interval_s: int = 15) -> dict[str, Any]:
     limits = [{"key": GPU_POOL_TAG, "value": pool.name, "limit": pool.max_concurrent_runs}
               for pool in sorted(catalog, key=lambda p: p.name)]
     return {
@@ -34,6 +36,10 @@ def instance_settings(catalog: PoolCatalog, max_concurrent_runs: int = 10,
             "class": "PoolTaggingRunCoordinator",
             "config": {"max_concurrent_runs": max_concurrent_runs, "tag_concurrency_limits": limits,
                        "dequeue_interval_seconds": 2},
+        },
+        "run_launcher": {          # DefaultRunLauncher + a health check for run monitoring
+            "module": "ads_ranking_pipelines.defs.run_launcher",
+            "class": "ProcessCheckingRunLauncher",
         },
         "run_monitoring": {
             "enabled": True,

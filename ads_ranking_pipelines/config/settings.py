@@ -40,6 +40,7 @@ DELETION_MODES = ("rules", "shutdown")
 # head and one Ray node per worker, as KubeRay lays out pods (a worker node that dies is replaced).
 LOCAL_LAYOUT_ENV = "ADS_RANKING_LOCAL_LAYOUT"
 LOCAL_LAYOUTS = ("single-node", "node-per-worker")
+CONTROLLER_TIMEOUT_ENV = "ADS_RANKING_CONTROLLER_TIMEOUT_S"
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 
 
@@ -65,6 +66,19 @@ def _flag(environ: Mapping[str, str], name: str) -> bool:
     return value in _TRUE
 
 
+def _seconds(environ: Mapping[str, str], name: str, default: float, minimum: float) -> float:
+    raw = (environ.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(name, raw, f"a number of seconds >= {minimum:g}") from None
+    if not value >= minimum:
+        raise SettingsError(name, raw, f"a number of seconds >= {minimum:g}")
+    return value
+
+
 def _opt(environ: Mapping[str, str], name: str) -> str | None:
     return (environ.get(name) or "").strip() or None
 
@@ -88,6 +102,7 @@ class Settings:
     dev_working_tree: str | None = None
     owner: str | None = None
     local_layout: str = "single-node"
+    controller_timeout_s: float = 60.0  # a run's Ray jobs stop this long after its process died
 
     @property
     def local_single_node(self) -> bool:
@@ -117,4 +132,5 @@ class Settings:
             owner=_opt(environ, "ADS_RANKING_OWNER") or _opt(environ, "USER")
             or _opt(environ, "LOGNAME"),
             local_layout=_choice(environ, LOCAL_LAYOUT_ENV, LOCAL_LAYOUTS, "single-node"),
+            controller_timeout_s=_seconds(environ, CONTROLLER_TIMEOUT_ENV, 60.0, minimum=5.0),
         )

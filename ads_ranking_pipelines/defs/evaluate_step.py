@@ -104,8 +104,8 @@ def evaluate_days(context: dg.AssetExecutionContext, config: EvaluationConfig, r
     request = ray_cluster.cluster_request(widest([d.params for d in plan]), context.run.run_id)
     results, metadata = DayResults(), DayMetadata(context)
     try:
-        run_days(context, session(context, ray_cluster, request),
-                 job_spec("evaluate", context, days, ray_cluster.python(), spec), days, results)
+        run_days(context, session(context, ray_cluster, request, registry.layout.root),
+                 job_spec("evaluate", context, days, ray_cluster, spec), days, results)
     except (DagsterExecutionInterruptedError, KeyboardInterrupt):
         context.log.warning(f"the run was cancelled while evaluating {span(days)}: nothing promoted; "
                             f"the champion is unchanged ({champion or 'none'})")

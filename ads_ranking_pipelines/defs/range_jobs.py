@@ -32,22 +32,27 @@ def span(days: list[dt.date]) -> str:
     return days[0].isoformat() if len(days) == 1 else f"{days[0]}..{days[-1]}"
 
 
-def job_spec(kind: str, context: dg.AssetExecutionContext, days: list[dt.date], python: str, spec: Any) -> JobSpec:
-    """The one Ray job of step ``kind`` (module ``ray_jobs.<kind>``) over ``days``."""
+def job_spec(kind: str, context: dg.AssetExecutionContext, days: list[dt.date], ray_cluster: RayClusterResource,
+             spec: Any) -> JobSpec:
+    """The one Ray job of step ``kind`` (module ``ray_jobs.<kind>``) over ``days``, watching the
+    run's controller lease (it stops itself if this process dies)."""
     label = f"{days[0]:%Y%m%d}" + (f"-{days[-1]:%Y%m%d}" if len(days) > 1 else "")
     return JobSpec(
         submission_id=f"{kind}-{label}-{context.run.run_id[:8]}-{uuid.uuid4().hex[:6]}",
-        entrypoint=f"{python} -m ads_ranking_pipelines.ray_jobs.{kind}",
-        env_vars={SPEC_ENV: spec.model_dump_json()},
+        entrypoint=f"{ray_cluster.python()} -m ads_ranking_pipelines.ray_jobs.{kind}",
+        env_vars={SPEC_ENV: spec.model_dump_json(), **ray_cluster.lease_env()},
         metadata={"dagster_run_id": context.run.run_id, "dagster_asset": context.asset_key.to_user_string(),
                   "partition": span(days)},
     )
 
 
-def session(context: dg.AssetExecutionContext, ray_cluster: RayClusterResource, request: Any) -> ClusterSession:
+def session(context: dg.AssetExecutionContext, ray_cluster: RayClusterResource, request: Any,
+            storage_root: str | None = None) -> ClusterSession:
+    """The run's cluster (``storage_root``: where the run's controller lease is kept)."""
     origin = context.dagster_run.remote_job_origin
     location = origin.location_name if origin is not None else None
-    return ray_cluster.session(request, context.log, run_id=context.run.run_id, code_location=location)
+    return ray_cluster.session(request, context.log, run_id=context.run.run_id, code_location=location,
+                               storage_root=storage_root)
 
 
 def widest(params: list[TrainingParams]) -> TrainingParams:

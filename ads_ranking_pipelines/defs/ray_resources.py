@@ -25,6 +25,9 @@ from ads_ranking_pipelines.config.pools import PoolCatalog, load_catalog
 from ads_ranking_pipelines.config.settings import Settings
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.config.validation import RequestError, ResolvedRequest
+from ads_ranking_pipelines.defs.tags import controller_tag
+from ads_ranking_pipelines.storage.layout import StorageLayout
+from ads_ranking_pipelines.storage.lease import DEFAULT_TIMEOUT_S, LeaseSpec, LeaseWriter
 
 
 def _failure(text: str) -> dg.Failure:
@@ -37,18 +40,30 @@ class RayClusterResource(dg.ConfigurableResource):
 
     pool_catalog: Optional[str] = Field(None, description="Pool catalog YAML; default: the shipped one.")
     job_python: Optional[str] = Field(None, description="Python of the job entrypoint.")
+    controller_timeout_s: float = Field(
+        DEFAULT_TIMEOUT_S, ge=5, description="A Ray job of the run stops itself when the process "
+        "driving the run has not renewed its lease (under the storage root) for this long.")
 
     _stack: Any = PrivateAttr(default=None)
     _session: Any = PrivateAttr(default=None)
     _request: Any = PrivateAttr(default=None)
     _run_tags: Any = PrivateAttr(default=None)
     _resolved: Any = PrivateAttr(default_factory=dict)
+    _lease: Any = PrivateAttr(default=None)
+    _dagster_home: Any = PrivateAttr(default=None)
+    _storage_root: Any = PrivateAttr(default=None)
 
     backend_name: ClassVar[str] = "?"
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         run = context.run
         self._run_tags = dict(run.tags) if run is not None else {}
+        instance = context.instance
+        self._dagster_home = getattr(instance, "root_directory", None) if instance is not None else None
+        if run is not None and instance is not None:
+            # who drives this run: the GC, the sensor and the run launcher's health check
+            # recognise a run whose process died by it (defs/orphans.py)
+            instance.add_run_tags(run.run_id, controller_tag())
 
     def catalog(self) -> PoolCatalog:
         return load_catalog(self.pool_catalog)
@@ -86,9 +101,12 @@ class RayClusterResource(dg.ConfigurableResource):
 
     # ---- lifecycle -------------------------------------------------------------------------
     def session(self, request: ClusterRequest, log: Any = None, run_id: str | None = None,
-                code_location: str | None = None) -> ClusterSession:
+                code_location: str | None = None, storage_root: str | None = None) -> ClusterSession:
         """The run's cluster session for a request from :meth:`cluster_request` (not checked
-        again), provisioned on first use and kept for later steps."""
+        again), provisioned on first use and kept for later steps. With ``storage_root`` (and
+        ``run_id``) this process renews the run's controller lease there while the session
+        lasts (taken before the cluster starts, released after it is gone); :meth:`lease_env`
+        hands it to the run's Ray jobs."""
         req = request
         resolved = self._resolved.get(id(request))
         if resolved is None:
@@ -99,18 +117,41 @@ class RayClusterResource(dg.ConfigurableResource):
                                  f"worker(s); {req.workers} were asked for")
             return self._session
         stack = contextlib.ExitStack()
+        self._storage_root = storage_root
+        if storage_root and run_id:
+            lease = LeaseSpec(StorageLayout(storage_root).controller_lease(run_id), self.controller_timeout_s)
+            self._lease = stack.enter_context(LeaseWriter(lease))
         if log is not None:
             log.info(f"provisioning Ray cluster {req.name} on backend {self.backend_name!r}: "
                      f"{req.workers} worker(s) in pool {req.gpu_pool!r}")
         backend = self.make_backend(run_id, code_location)
-        session = stack.enter_context(backend.session(self.backend_request(resolved)))
+        try:
+            session = stack.enter_context(backend.session(self.backend_request(resolved)))
+        except BaseException:
+            stack.close()
+            self._lease = None
+            raise
         self._stack, self._session, self._request = stack, session, req
         if log is not None:
             log.info(f"Ray cluster {req.name} ready; dashboard {session.dashboard_url}")
         return session
 
+    def lease_env(self) -> dict[str, str]:
+        """What a Ray job needs to watch the run's controller lease (nothing without a lease)."""
+        return self._lease.spec.to_env() if self._lease is not None else {}
+
+    def orphan_command(self, run_id: str | None) -> list[str]:
+        """What the backend runs when it finds this process dead while its cluster lives: marks
+        the Dagster run failed and its unevaluated versions unattended (``defs/orphans.py``)."""
+        if not run_id or not self._dagster_home:
+            return []
+        root = ["--storage-root", self._storage_root] if self._storage_root else []
+        return [sys.executable, "-m", "ads_ranking_pipelines.defs.orphans", "--run-id", run_id,
+                "--dagster-home", str(self._dagster_home), *root]
+
     def close(self) -> None:
         stack, self._stack, self._session, self._request = self._stack, None, None, None
+        self._lease = None
         if stack is not None:
             stack.close()
 
@@ -129,7 +170,7 @@ class LocalRayResource(RayClusterResource):
     def make_backend(self, run_id: str | None = None,
                      code_location: str | None = None) -> RayBackend:
         return factory.local_backend(self.settings(), start_timeout_s=self.start_timeout_s,
-                                     run_id=run_id)
+                                     run_id=run_id, on_orphan=self.orphan_command(run_id))
 
     def settings(self) -> Settings:
         return Settings(home="", pool_catalog=self.pool_catalog, state_dir=self.state_dir)
@@ -217,5 +258,6 @@ def ray_resource(settings: Settings) -> RayClusterResource:
             shared_volume_claim=settings.shared_volume_claim,
             rayjob_deletion=settings.rayjob_deletion, kube_context=settings.kube_context,
             kube_config_file=settings.kube_config_file, in_cluster=settings.kube_in_cluster,
-            dev_working_tree=settings.dev_working_tree)
-    return LocalRayResource(pool_catalog=settings.pool_catalog, state_dir=settings.state_dir)
+            dev_working_tree=settings.dev_working_tree, controller_timeout_s=settings.controller_timeout_s)
+    return LocalRayResource(pool_catalog=settings.pool_catalog, state_dir=settings.state_dir,
+                            controller_timeout_s=settings.controller_timeout_s)

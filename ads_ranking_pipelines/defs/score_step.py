@@ -61,8 +61,8 @@ def score_days(context: dg.AssetExecutionContext, registry: ModelRegistry, sourc
                           days=tuple(d for d, _ in planned), concurrency=scoring_concurrency(request))
     results, metadata = DayResults(), DayMetadata(context)
     try:
-        run_days(context, session(context, ray_cluster, request),
-                 job_spec("infer", context, days, ray_cluster.python(), spec), days, results)
+        run_days(context, session(context, ray_cluster, request, registry.layout.root),
+                 job_spec("infer", context, days, ray_cluster, spec), days, results)
     except BaseException:
         _collect(spec, results, metadata)
         metadata.record_finished()          # the days scored before the failure

@@ -31,3 +31,34 @@ def tags_mismatch(tags: dict[str, Any], model_name: str, gpu_pool: str) -> str |
         return None
     return ("; ".join(problems) + f": set the run tags to {GPU_POOL_TAG}={gpu_pool!r}, {MODEL_TAG}={model_name!r} "
             "so the run is queued under the pool it uses")
+
+
+# The process that drives a run, as host/pid/start-time: set by the ray_cluster resource when
+# the run's process starts, read by the GC, the sensor and the run launcher's health check.
+CONTROLLER_TAG = "ads-ranking/controller"
+
+
+def controller_tag() -> dict[str, str]:
+    import os
+    import socket
+
+    from ads_ranking_pipelines.backends.processes import process_start
+
+    pid = os.getpid()
+    return {CONTROLLER_TAG: f"{socket.gethostname()}/{pid}/{process_start(pid)}"}
+
+
+def controller_gone(tags: dict[str, Any]) -> str | None:
+    """Why the process named by a run's controller tag is known to be dead (None when it lives,
+    has no tag, or runs on another host, where this process cannot tell)."""
+    import socket
+
+    from ads_ranking_pipelines.backends.processes import process_alive
+
+    host, _, rest = str(tags.get(CONTROLLER_TAG) or "").partition("/")
+    pid, _, start = rest.partition("/")
+    if not host or host != socket.gethostname() or not pid.isdigit():
+        return None
+    if process_alive(int(pid), start):
+        return None
+    return f"the process that ran it (pid {pid} on {host}) is gone"

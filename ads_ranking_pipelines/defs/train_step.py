@@ -70,9 +70,9 @@ def train_days(context: dg.AssetExecutionContext, ray_cluster: RayClusterResourc
                         if the_plan.warm_from[first.day.isoformat()] else "")
                      + (f", then {len(days) - 1} more day(s) to {days[-1]} in the same Ray job" if len(days) > 1 else ""))
     results, metadata = DayResults(), DayMetadata(context)
-    cluster = session(context, ray_cluster, request)
+    cluster = session(context, ray_cluster, request, registry.layout.root)
     try:
-        outcome = run_days(context, cluster, job_spec("train", context, days, ray_cluster.python(), spec), days, results)
+        outcome = run_days(context, cluster, job_spec("train", context, days, ray_cluster, spec), days, results)
     except BaseException as exc:
         _keep_finished(context, registry, the_plan, results, metadata, exc)
         raise

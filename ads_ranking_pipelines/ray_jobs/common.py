@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from ads_ranking_pipelines.contracts.ranges import DAY_RESULT
 from ads_ranking_pipelines.ray_jobs.driver_threads import use_container_cpus
+from ads_ranking_pipelines.ray_jobs.lease_watch import watch_from_env
 from ads_ranking_pipelines.ray_jobs.whole_lines import whole_lines
 from ads_ranking_pipelines.training.reporting import PrintReporter, Reporter, Scalar
 
@@ -72,6 +73,7 @@ def run_entrypoint(spec_model: type[S], body: DaysBody) -> None:
     use_container_cpus()             # before torch/numpy load: Ray left the driver one thread
     quiet_progress_bars()
     spec = load_spec(spec_model)
+    watch_from_env()                 # stop at once if the process driving the run dies
     with whole_lines():              # Pipes messages must stay lines of their own (see whole_lines)
         if os.environ.get("DAGSTER_PIPES_CONTEXT"):
             from dagster_pipes import open_dagster_pipes

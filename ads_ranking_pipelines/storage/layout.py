@@ -42,6 +42,10 @@ class StorageLayout:
         return join(self.root, "scores", model_name, f"{PARTITION_PREFIX}{day.isoformat()}",
                     f"version={version}")
 
+    def controller_lease(self, run_id: str) -> str:
+        """The lease the process driving run ``run_id`` renews (``storage/lease.py``)."""
+        return join(self.root, "runs", run_id, "controller-lease.json")
+
     def ray_storage(self) -> str:
         """Ray Train run storage (checkpoints)."""
         return join(self.root, "ray_results")

@@ -21,6 +21,7 @@ from ads_ranking_pipelines.storage.layout import StorageLayout
 
 MANIFEST = "manifest.json"
 MAX_EVENTS = 500
+UNATTENDED = "UNATTENDED.json"   # written into a version whose run died before judging it
 
 
 class RegistryError(ValueError):
@@ -49,7 +50,9 @@ class ModelRegistry:
         return sorted(v for v in fs.list_dir(root) if self.is_complete(v))
 
     def versions_for_day(self, day: dt.date) -> list[str]:
-        return [v for v in self.versions() if v.startswith(f"{day:%Y%m%d}-")]
+        """The day's complete versions that may be used (warm start, evaluation): not those a
+        dead run left unattended."""
+        return [v for v in self.versions() if v.startswith(f"{day:%Y%m%d}-") and self.unattended(v) is None]
 
     def manifest(self, version: str) -> dict[str, Any]:
         """The version's manifest after checking every file against its sha256 (RegistryError if not)."""
@@ -91,6 +94,32 @@ class ModelRegistry:
             fs.delete_dir(self.version_uri(version))
             return True
         return False
+
+    # ---- versions whose run died -------------------------------------------------------------
+    def _unattended_uri(self, version: str) -> str:
+        return fs.join(self.version_uri(version), UNATTENDED)
+
+    def unattended(self, version: str) -> dict[str, Any] | None:
+        """Why ``version`` was written by a run that died before judging it (None if it was not)."""
+        uri = self._unattended_uri(version)
+        try:
+            return fs.read_json(uri) if fs.exists(uri) else None
+        except (ValueError, OSError):
+            return {"reason": f"unreadable {UNATTENDED}"}
+
+    def mark_unattended(self, run_id: str, reason: str) -> list[str]:
+        """Mark the complete versions trained by run ``run_id`` that no evaluation judged: their
+        run died, so nobody gated them and they are never candidates for promotion. Returns
+        the versions marked."""
+        marked = []
+        for version in self.versions():
+            if not version.endswith(f"-{run_id[:8]}") or self.evaluations(version) \
+                    or self.unattended(version) is not None:
+                continue
+            fs.write_json_atomic(self._unattended_uri(version), {"run_id": run_id, "reason": reason,
+                                                                 "at": _now()})
+            marked.append(version)
+        return marked
 
     # ---- evaluations ---------------------------------------------------------------------
     def _evaluation_uri(self, version: str, day: dt.date) -> str:
@@ -143,8 +172,13 @@ class ModelRegistry:
 
     def promote(self, version: str, reason: str, by: str = "unknown",
                 metrics: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Make ``version`` the champion (refuses half-written or corrupt versions)."""
+        """Make ``version`` the champion (refuses half-written, corrupt or unattended versions)."""
         self.manifest(version)
+        mark = self.unattended(version)
+        if mark is not None:
+            raise RegistryError(f"{self.model_name} version {version!r} was written by a run that died "
+                                f"before evaluating it ({mark.get('reason')}); it is not a candidate: "
+                                f"promote an evaluated version (recent: {self._recent()})")
         current = self.champion()
         previous = list((current or {}).get("previous", []))
         if current:

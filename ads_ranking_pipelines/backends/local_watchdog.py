@@ -1,0 +1,90 @@
+"""The watchdog of a run's local cluster: the cluster side's check that its controller lives.
+
+A run's session cluster (``LocalRayBackend.session``) is started with one watchdog process, in
+a process session of its own, so it outlives whatever kills the process that started the
+cluster. Every ``interval_s`` it checks that controller (its PID and start time, from the
+cluster's state file). When the controller is gone - SIGKILL, an OOM kill, a crash - it stops
+the cluster's processes, then runs the cluster's ``on_orphan`` command (the Dagster layer marks
+the run failed with its reason and its unevaluated model versions unattended), and exits. It
+exits quietly when the state file goes: the cluster was torn down as usual.
+
+    python -m ads_ranking_pipelines.backends.local_watchdog STATE_FILE [INTERVAL_S]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ads_ranking_pipelines.backends.processes import process_alive
+
+ORPHAN_REASON_ENV = "ADS_RANKING_ORPHAN_REASON"
+ORPHAN_TIMEOUT_S = 120.0
+
+
+def log_path(state_file: Path) -> Path:
+    return state_file.with_suffix(".watchdog.log")
+
+
+def spawn(state_file: Path, interval_s: float = 1.0) -> int:
+    """Start the watchdog of the cluster recorded in ``state_file``; returns its PID."""
+    with open(log_path(state_file), "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ads_ranking_pipelines.backends.local_watchdog", str(state_file),
+             str(interval_s)],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            close_fds=True)
+    return proc.pid
+
+
+def _say(message: str) -> None:
+    print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {message}", flush=True)
+
+
+def _orphaned(state_file: Path) -> dict | None:
+    """The cluster's state once its controller is gone; None while it lives or the file is gone."""
+    try:
+        state = json.loads(state_file.read_text())
+    except (OSError, ValueError):
+        return None
+    if process_alive(int(state.get("controller_pid") or 0), str(state.get("controller_start") or "")):
+        return None
+    return state
+
+
+def handle_orphan(state_file: Path, state: dict) -> None:
+    """Stop the cluster, then run its ``on_orphan`` command with the reason in its environment."""
+    from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
+
+    reason = f"the process that started it (pid {state.get('controller_pid')}) is gone"
+    _say(f"cluster {state.get('name')}: {reason}; stopping it")
+    cluster = LocalRayCluster.find(str(state.get("name")), state_file.parent)
+    if cluster is not None:
+        cluster.stop(force=True)
+    _say(f"cluster {state.get('name')} stopped")
+    command = list(state.get("on_orphan") or [])
+    if command:
+        env = {**os.environ, ORPHAN_REASON_ENV: reason}
+        done = subprocess.run(command, env=env, stdin=subprocess.DEVNULL, timeout=ORPHAN_TIMEOUT_S,
+                              check=False)
+        _say(f"on_orphan {command[2:4]} exited {done.returncode}")
+
+
+def main(argv: list[str]) -> int:
+    state_file = Path(argv[0])
+    interval_s = float(argv[1]) if len(argv) > 1 else 1.0
+    while state_file.exists():
+        state = _orphaned(state_file)
+        if state is not None:
+            handle_orphan(state_file, state)
+            return 0
+        time.sleep(interval_s)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,113 @@
+"""A run whose process is SIGKILLed is seen dead: its Ray work stops, the run is FAILURE, its
+pool slot is free and no model version it left can be promoted.
+
+Before this, a SIGKILLed ``ads-ranking pipeline run`` left its local cluster training for nobody
+(it wrote a complete version 9 s after the kill) and its Dagster run STARTED for good, holding
+the pool's only slot. Each case kills the real CLI process in one phase of the run and measures
+the time from the kill to the run's FAILURE and to no process of the run left.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from ads_ranking_pipelines.defs.orphans import IN_FLIGHT
+from ads_ranking_pipelines.defs.tags import GPU_POOL_TAG
+from ads_ranking_pipelines.storage.layout import StorageLayout
+from ads_ranking_pipelines.storage.registry import ModelRegistry
+from ads_ranking_pipelines_tests.cli.helpers import REPO_ROOT
+from ads_ranking_pipelines_tests.conftest import wait_no_processes
+from ads_ranking_pipelines_tests.defs._gates import TINY_MODEL_GATES, gate_args
+
+DAY = dt.date(2026, 3, 10)
+TINY = ["--window-days", "2", "--workers", "1", "--batch-size", "256", "--rows-per-day", "2000",
+        "--param", "hash_buckets=1000", "--param", "embedding_dim=8", "--param", "dense_arch=[16, 8]",
+        "--param", "over_arch=[16]"]
+# When to kill, by the run's log line; training waits for its first checkpoint.
+PHASES = {
+    "provisioning": ("provisioning Ray cluster", ["--epochs", "50"]),
+    "training": (None, ["--epochs", "50"]),
+    "evaluation": ("Ray job evaluate-", ["--epochs", "1", *gate_args(TINY_MODEL_GATES)]),
+    "scoring": ("Ray job infer-", ["--epochs", "1", *gate_args(TINY_MODEL_GATES)]),
+}
+DEAD_WITHIN_S = 60.0
+
+
+def _wait_for(proc: subprocess.Popen, lines: list[str], marker: str | None, ads_home: Path) -> None:
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if marker is None and any((ads_home / "ray_results").glob("*/checkpoint_*")):
+            return
+        line = proc.stdout.readline()
+        assert line or proc.poll() is None, "the run ended before the phase:\n" + "".join(lines)
+        lines.append(line)
+        if marker is not None and marker in line:
+            return
+    raise AssertionError("the phase never came:\n" + "".join(lines[-40:]))
+
+
+def _run_status(run_id: str | None) -> dg.DagsterRunStatus | None:
+    with dg.DagsterInstance.get() as instance:
+        runs = instance.get_runs(limit=1) if run_id is None else [instance.get_run_by_id(run_id)]
+        return runs[0].status if runs and runs[0] else None
+
+
+def _pool_in_flight(pool: str) -> int:
+    with dg.DagsterInstance.get() as instance:
+        return len(instance.get_runs(dg.RunsFilter(statuses=IN_FLIGHT, tags={GPU_POOL_TAG: pool})))
+
+
+def _wait_failure(timeout_s: float) -> tuple[dg.DagsterRunStatus | None, float]:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        status = _run_status(None)
+        if status == dg.DagsterRunStatus.FAILURE:
+            break
+        time.sleep(0.5)
+    return _run_status(None), time.monotonic() - t0
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("phase", list(PHASES))
+def test_sigkill_of_the_run_process_is_seen_dead(phase, ads_home, tmp_path) -> None:
+    marker, extra = PHASES[phase]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ads_ranking_pipelines.cli.main", "pipeline", "run", "--verbose",
+         "--date", DAY.isoformat(), *TINY, *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ), cwd=REPO_ROOT)
+    lines: list[str] = []
+    try:
+        _wait_for(proc, lines, marker, ads_home)
+        assert _run_status(None) == dg.DagsterRunStatus.STARTED
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        status, to_failure = _wait_failure(DEAD_WITHIN_S)
+        t0 = time.monotonic()
+        left = wait_no_processes(str(ads_home), timeout_s=DEAD_WITHIN_S)
+        to_empty = to_failure + time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    print(f"{phase}: kill -> run FAILURE {to_failure:.1f}s, -> 0 processes {to_empty:.1f}s")
+    assert status == dg.DagsterRunStatus.FAILURE, "".join(lines[-30:])
+    assert left == [], f"processes of the dead run still there: {left}"
+    assert not list((ads_home / "clusters").glob("*.json")), "the cluster's state file is left"
+    assert _pool_in_flight("local") == 0, "the pool's slot is still held"
+    registry = ModelRegistry(StorageLayout(str(ads_home)), "quest_ranker")
+    if phase == "scoring":      # its evaluation had passed the gates and promoted before the kill
+        (version,) = registry.versions()
+        assert registry.champion_version() == version and registry.unattended(version) is None
+        return
+    assert registry.champion() is None, "a dead run changed the champion"
+    assert registry.versions_for_day(DAY) == [], "a version of the dead run is a candidate"
+    for version in registry.versions():
+        assert registry.unattended(version) is not None, f"{version} is not marked unattended"
