@@ -78,10 +78,10 @@ def test_the_watchdog_stops_the_cluster_of_a_killed_run_without_gc(tmp_path) -> 
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=10)
         assert wait_no_processes(temp_dir, timeout_s=30) == []
-        assert LocalRayCluster.find("gc-victim", state_dir) is None
-        deadline = time.monotonic() + 10
-        while pid_alive(watchdog) and time.monotonic() < deadline:
+        deadline = time.monotonic() + 10      # its files go after its processes
+        while (pid_alive(watchdog) or LocalRayCluster.find("gc-victim", state_dir)) and time.monotonic() < deadline:
             time.sleep(0.2)
+        assert LocalRayCluster.find("gc-victim", state_dir) is None
         assert not pid_alive(watchdog), "the watchdog did not exit after its work"
         log = (state_dir / "gc-victim.watchdog.log").read_text()
         assert f"(pid {child.pid}) is gone" in log and "stopped" in log
