@@ -28,7 +28,9 @@ class Scenario:
 
     ``outcome``: ``succeed`` | ``app_failed`` | ``cluster_failed`` (the API server refuses the
     head pod: ReplicaFailure) | ``unschedulable`` (pods Pending, FailedScheduling) |
-    ``deadline_exceeded`` | ``hang`` (the cluster never gets ready, nothing fails).
+    ``deadline_exceeded`` | ``hang`` (the cluster never gets ready, nothing fails) |
+    ``stopped`` (the Ray job is stopped from outside - ``ray job stop``, the dashboard - once
+    its log is printed: ``jobStatus`` STOPPED).
     ``execute``: the cluster is a real local Ray cluster and the submitter really runs the
     RayJob's entrypoint (:mod:`.ray_runtime`); ``log_lines`` and ``outcome`` are then the job's.
     ``submitter_failures``: how many submitter pods die after ``crash_after_lines`` lines (each
