@@ -17,6 +17,7 @@ Nothing here reads ``os.environ`` at import: ``definitions.py``, the CLI and X-R
 | ``ADS_RANKING_RAY_AUTH_SECRET`` | KubeRay: Secret (key ``auth_token``) for Ray token auth |
 | ``ADS_RANKING_SHARED_VOLUME_CLAIM`` | KubeRay: PVC mounted at ``ADS_RANKING_HOME`` in Ray pods |
 | ``ADS_RANKING_RAYJOB_DELETION`` | KubeRay: ``rules`` (default) or ``shutdown`` |
+| ``ADS_RANKING_REPLICA_FAILURE_GRACE_S`` | KubeRay: seconds a cluster's pod-creation failure (``ReplicaFailure``) may last while KubeRay retries (default 120) |
 | ``ADS_RANKING_KUBE_IN_CLUSTER`` | ``true``: reach the API server with the pod's service account |
 | ``ADS_RANKING_KUBE_CONTEXT``, ``KUBECONFIG`` | otherwise: kubeconfig context and file |
 | ``ADS_RANKING_DEV_WORKING_TREE`` | development mode: ship this working tree's package to the Ray pods |
@@ -69,6 +70,19 @@ def _opt(environ: Mapping[str, str], name: str) -> str | None:
     return (environ.get(name) or "").strip() or None
 
 
+def _seconds(environ: Mapping[str, str], name: str, default: float) -> float:
+    text = (environ.get(name) or "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise SettingsError(name, text, "a number of seconds >= 0")
+    return value
+
+
 @dataclass(frozen=True)
 class Settings:
     home: str                           # storage root URI (local path or s3://, gs://)
@@ -82,6 +96,7 @@ class Settings:
     ray_auth_secret: str | None = None
     shared_volume_claim: str | None = None
     rayjob_deletion: str = "rules"
+    replica_failure_grace_s: float = 120.0
     kube_in_cluster: bool = False
     kube_context: str | None = None
     kube_config_file: str | None = None
@@ -110,6 +125,7 @@ class Settings:
             ray_auth_secret=_opt(environ, "ADS_RANKING_RAY_AUTH_SECRET"),
             shared_volume_claim=_opt(environ, "ADS_RANKING_SHARED_VOLUME_CLAIM"),
             rayjob_deletion=_choice(environ, "ADS_RANKING_RAYJOB_DELETION", DELETION_MODES, "rules"),
+            replica_failure_grace_s=_seconds(environ, "ADS_RANKING_REPLICA_FAILURE_GRACE_S", 120.0),
             kube_in_cluster=_flag(environ, "ADS_RANKING_KUBE_IN_CLUSTER"),
             kube_context=_opt(environ, "ADS_RANKING_KUBE_CONTEXT"),
             kube_config_file=_opt(environ, "KUBECONFIG"),

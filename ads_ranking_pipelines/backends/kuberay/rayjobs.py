@@ -49,14 +49,15 @@ class RayJobs:
             list_pods=lambda selector: client.list_pods(namespace, selector),
             list_events=lambda pod: client.list_events(
                 namespace, f"involvedObject.kind=Pod,involvedObject.name={pod}"),
-            failure_polls=self.ctx.failure_polls,
+            replica_failure_grace_s=self.ctx.replica_failure_grace_s,
             unschedulable_grace_s=self.ctx.unschedulable_grace_s)
 
     def wait_until_running(self, namespace: str, name: str, timeout_s: float | None = None) -> dict:
         """Poll the RayJob until KubeRay reports its cluster up (``jobDeploymentStatus``
         Running or Complete). Fails with KubeRay's / the scheduler's words as soon as the
-        deployment fails, the cluster cannot create its pods (``ReplicaFailure``) or a Ray
-        pod stays unschedulable (:class:`StartupWatch`), and on timeout."""
+        deployment fails, the cluster still cannot create its pods (``ReplicaFailure``) after
+        ``replica_failure_grace_s`` or a Ray pod stays unschedulable with no node coming
+        (:class:`StartupWatch`), and on timeout."""
         watch = self.startup_watch(namespace)
 
         def ready(obj: dict[str, Any], status: dict[str, Any]) -> dict | None:

@@ -35,7 +35,12 @@ class Scenario:
     RayJob's entrypoint (:mod:`.ray_runtime`); ``log_lines`` and ``outcome`` are then the job's.
     ``submitter_failures``: how many submitter pods die after ``crash_after_lines`` lines (each
     retry replays the log). ``tail_lines``: lines the submitter still prints after the Ray job
-    is terminal (``jobStatus`` ahead of ``jobDeploymentStatus``). Times are real seconds.
+    is terminal (``jobStatus`` ahead of ``jobDeploymentStatus``). ``replica_failure_clears_after_s``
+    (``cluster_failed``): KubeRay's retried pod creation succeeds after that long (the quota
+    was freed). ``scale_up`` / ``karpenter`` (``unschedulable``): cluster-autoscaler's
+    ``TriggeredScaleUp`` / Karpenter's ``Nominated`` event for each stuck pod;
+    ``schedulable_after_s``: the new node is up after that long and the pods are scheduled.
+    Times are real seconds.
     """
 
     outcome: str = "succeed"
@@ -49,6 +54,9 @@ class Scenario:
     submitter_failures: int = 0
     crash_after_lines: int = 1
     scale_up: bool = False
+    karpenter: bool = False
+    schedulable_after_s: float | None = None
+    replica_failure_clears_after_s: float | None = None
     cluster_failure_reason: str = (
         'pods "%(cluster)s-head" is forbidden: exceeded quota: gpu-quota, requested: '
         "nvidia.com/gpu=32, used: nvidia.com/gpu=0, limited: nvidia.com/gpu=16")
