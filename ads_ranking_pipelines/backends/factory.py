@@ -44,6 +44,7 @@ def kuberay_backend(settings: Settings, catalog: PoolCatalog, *, namespace: str 
     from ads_ranking_pipelines.backends.kuberay import KubeRayBackend
 
     ctx.setdefault("rayjob_deletion", settings.rayjob_deletion)
+    ctx.setdefault("replica_failure_grace_s", settings.replica_failure_grace_s)
     return KubeRayBackend.from_kube_config(
         catalog, in_cluster=settings.kube_in_cluster if in_cluster is None else in_cluster,
         context=context or settings.kube_context, config_file=settings.kube_config_file,

@@ -17,6 +17,7 @@ Nothing here reads ``os.environ`` at import: ``definitions.py``, the CLI and X-R
 | ``ADS_RANKING_RAY_AUTH_SECRET`` | KubeRay: Secret (key ``auth_token``) for Ray token auth |
 | ``ADS_RANKING_SHARED_VOLUME_CLAIM`` | KubeRay: PVC mounted at ``ADS_RANKING_HOME`` in Ray pods |
 | ``ADS_RANKING_RAYJOB_DELETION`` | KubeRay: ``rules`` (default) or ``shutdown`` |
+| ``ADS_RANKING_REPLICA_FAILURE_GRACE_S`` | KubeRay: seconds a cluster's pod-creation failure (``ReplicaFailure``) may last while KubeRay retries (default 120) |
 | ``ADS_RANKING_KUBE_IN_CLUSTER`` | ``true``: reach the API server with the pod's service account |
 | ``ADS_RANKING_KUBE_CONTEXT``, ``KUBECONFIG`` | otherwise: kubeconfig context and file |
 | ``ADS_RANKING_DEV_WORKING_TREE`` | development mode: ship this working tree's package to the Ray pods |
@@ -66,15 +67,16 @@ def _flag(environ: Mapping[str, str], name: str) -> bool:
     return value in _TRUE
 
 
-def _seconds(environ: Mapping[str, str], name: str, default: float, minimum: float) -> float:
+def _seconds(environ: Mapping[str, str], name: str, default: float, minimum: float = 0.0) -> float:
+    """A number of seconds >= ``minimum`` (finite), else :class:`SettingsError` naming it."""
     raw = (environ.get(name) or "").strip()
     if not raw:
         return default
     try:
         value = float(raw)
     except ValueError:
-        raise SettingsError(name, raw, f"a number of seconds >= {minimum:g}") from None
-    if not value >= minimum:
+        value = float("nan")
+    if not value >= minimum or value == float("inf"):
         raise SettingsError(name, raw, f"a number of seconds >= {minimum:g}")
     return value
 
@@ -96,6 +98,7 @@ class Settings:
     ray_auth_secret: str | None = None
     shared_volume_claim: str | None = None
     rayjob_deletion: str = "rules"
+    replica_failure_grace_s: float = 120.0
     kube_in_cluster: bool = False
     kube_context: str | None = None
     kube_config_file: str | None = None
@@ -125,6 +128,7 @@ class Settings:
             ray_auth_secret=_opt(environ, "ADS_RANKING_RAY_AUTH_SECRET"),
             shared_volume_claim=_opt(environ, "ADS_RANKING_SHARED_VOLUME_CLAIM"),
             rayjob_deletion=_choice(environ, "ADS_RANKING_RAYJOB_DELETION", DELETION_MODES, "rules"),
+            replica_failure_grace_s=_seconds(environ, "ADS_RANKING_REPLICA_FAILURE_GRACE_S", 120.0),
             kube_in_cluster=_flag(environ, "ADS_RANKING_KUBE_IN_CLUSTER"),
             kube_context=_opt(environ, "ADS_RANKING_KUBE_CONTEXT"),
             kube_config_file=_opt(environ, "KUBECONFIG"),

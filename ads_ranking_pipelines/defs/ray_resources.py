@@ -202,6 +202,9 @@ class KubeRayResource(RayClusterResource):
     kube_config_file: Optional[str] = Field(None, description="kubeconfig path; default: $KUBECONFIG or ~/.kube/config.")
     in_cluster: bool = False
     ready_timeout_s: float = 900.0
+    replica_failure_grace_s: float = Field(
+        120.0, description="Seconds a Ray cluster's pod-creation failure (ReplicaFailure: quota, "
+        "admission) may last while KubeRay retries, before the run fails with its words.")
     dev_working_tree: Optional[str] = Field(
         None, description="Development mode: ship this working tree's package to the Ray pods "
         "(zipped under the storage root, Ray runtime_env py_modules) on top of the image.")
@@ -217,6 +220,7 @@ class KubeRayResource(RayClusterResource):
             backend="kuberay", namespace=self.namespace, ray_image=self.ray_image,
             ray_service_account=self.service_account, ray_auth_secret=self.auth_secret,
             shared_volume_claim=self.shared_volume_claim, rayjob_deletion=self.rayjob_deletion,
+            replica_failure_grace_s=self.replica_failure_grace_s,
             kube_in_cluster=self.in_cluster, kube_context=self.kube_context,
             kube_config_file=self.kube_config_file)
 
@@ -256,7 +260,9 @@ def ray_resource(settings: Settings) -> RayClusterResource:
             namespace=settings.namespace, ray_image=settings.ray_image,
             service_account=settings.ray_service_account, auth_secret=settings.ray_auth_secret,
             shared_volume_claim=settings.shared_volume_claim,
-            rayjob_deletion=settings.rayjob_deletion, kube_context=settings.kube_context,
+            rayjob_deletion=settings.rayjob_deletion,
+            replica_failure_grace_s=settings.replica_failure_grace_s,
+            kube_context=settings.kube_context,
             kube_config_file=settings.kube_config_file, in_cluster=settings.kube_in_cluster,
             dev_working_tree=settings.dev_working_tree, controller_timeout_s=settings.controller_timeout_s)
     return LocalRayResource(pool_catalog=settings.pool_catalog, state_dir=settings.state_dir,

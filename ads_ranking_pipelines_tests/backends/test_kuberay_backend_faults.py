@@ -32,7 +32,7 @@ from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 -
 # ---- KubeRay failures surface verbatim --------------------------------------------------------
 def test_failed_cluster_reason_is_surfaced_verbatim(fake_apiserver: FakeKubeApiServer) -> None:
     fake_apiserver.scenario = Scenario(outcome="cluster_failed")
-    backend = make_backend(fake_apiserver)
+    backend = make_backend(fake_apiserver, replica_failure_grace_s=0.2)
     with pytest.raises(BackendError) as info:
         with backend.session(REQUEST) as session:
             session.submit(JOB)

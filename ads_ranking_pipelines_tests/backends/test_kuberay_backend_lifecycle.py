@@ -180,7 +180,7 @@ def test_cluster_lifecycle_and_a_job_on_it(fake_apiserver: FakeKubeApiServer) ->
 
 def test_cluster_that_fails_is_deleted_with_its_reason(fake_apiserver: FakeKubeApiServer) -> None:
     fake_apiserver.scenario = Scenario(outcome="cluster_failed")
-    backend = make_backend(fake_apiserver)
+    backend = make_backend(fake_apiserver, replica_failure_grace_s=0.2)
     with pytest.raises(BackendError, match="exceeded quota: gpu-quota"):
         backend.create_cluster(ClusterRequest(name="doomed", owner="bob", workers=1), timeout_s=5)
     assert_nothing_left(fake_apiserver)

@@ -1,8 +1,9 @@
 """KubeRay v1.7 behaviours the backend must follow (issue: KubeRay as the real operator
 behaves), against the fake API server whose toy operator models v1.7.0:
 
-* a RayCluster that cannot create its pods (``ReplicaFailure``) or whose pods cannot be
-  scheduled fails the wait within a few polls, in KubeRay's / the scheduler's words;
+* a RayCluster that cannot create its pods (``ReplicaFailure``, past its grace) or whose pods
+  cannot be scheduled fails the wait, in KubeRay's / the scheduler's words
+  (more in ``test_kuberay_startup_grace.py``);
 * a retried submitter replays the driver log: every line is delivered once;
 * ``jobStatus`` SUCCEEDED is written before ``jobDeploymentStatus`` Complete: the job is not
   done until the submitter has printed its last line.
@@ -31,9 +32,9 @@ from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 -
 STATUS_READS = r"/rayjobs/[^/]+/status$"
 
 
-def test_replica_failure_fails_within_a_few_polls(fake_apiserver: FakeKubeApiServer) -> None:
+def test_replica_failure_fails_once_its_grace_is_over(fake_apiserver: FakeKubeApiServer) -> None:
     fake_apiserver.scenario = Scenario(outcome="cluster_failed")
-    backend = make_backend(fake_apiserver, ready_timeout_s=30.0, failure_polls=3)
+    backend = make_backend(fake_apiserver, ready_timeout_s=30.0, replica_failure_grace_s=0.0)
     with pytest.raises(BackendError) as info:
         with backend.session(REQUEST) as session:
             session.submit(JOB)
@@ -71,7 +72,7 @@ def test_unschedulable_pod_waits_while_a_scale_up_is_under_way(fake_apiserver: F
 
 def test_standalone_cluster_replica_failure_fails_fast(fake_apiserver: FakeKubeApiServer) -> None:
     fake_apiserver.scenario = Scenario(outcome="cluster_failed")
-    backend = make_backend(fake_apiserver, ready_timeout_s=30.0)
+    backend = make_backend(fake_apiserver, ready_timeout_s=30.0, replica_failure_grace_s=0.2)
     request = ClusterRequest(name="dev-quota", owner="alice", workers=1)
     with pytest.raises(BackendError) as info:
         backend.create_cluster(request, wait=True)

@@ -56,7 +56,7 @@ def test_kuberay_create_failure_exits_1_with_the_reason(fake_apiserver: FakeKube
                                                          tmp_path) -> None:
     fake_apiserver.scenario = Scenario(outcome="cluster_failed")
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", fake_apiserver, context="fake")
-    env = cli_env(tmp_path, KUBECONFIG=kubeconfig)
+    env = cli_env(tmp_path, KUBECONFIG=kubeconfig, ADS_RANKING_REPLICA_FAILURE_GRACE_S="0.5")
     result = run_cli("cluster", "create", "--backend", "kuberay", "--context", "fake",
                      "--name", "doomed", "--workers", "1", env=env)
     assert result.returncode == 1

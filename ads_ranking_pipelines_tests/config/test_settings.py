@@ -20,3 +20,15 @@ def test_a_bad_local_layout_names_the_variable_and_the_valid_layouts(tmp_path) -
     with pytest.raises(SettingsError) as err:
         Settings.from_environ({"ADS_RANKING_HOME": str(tmp_path), "ADS_RANKING_LOCAL_LAYOUT": "pods"})
     assert str(err.value) == "invalid ADS_RANKING_LOCAL_LAYOUT='pods'; valid: single-node, node-per-worker"
+
+
+def test_the_replica_failure_grace_is_read_in_seconds(tmp_path) -> None:
+    home = {"ADS_RANKING_HOME": str(tmp_path)}
+    assert Settings.from_environ(home).replica_failure_grace_s == 120.0
+    assert Settings.from_environ({**home, "ADS_RANKING_REPLICA_FAILURE_GRACE_S": "30"}) \
+        .replica_failure_grace_s == 30.0
+    for bad in ("soon", "-1", "nan"):
+        with pytest.raises(SettingsError) as err:
+            Settings.from_environ({**home, "ADS_RANKING_REPLICA_FAILURE_GRACE_S": bad})
+        assert str(err.value) == (f"invalid ADS_RANKING_REPLICA_FAILURE_GRACE_S={bad!r}; "
+                                  "valid: a number of seconds >= 0")

@@ -63,7 +63,8 @@ IMAGE = "registry.example.com/ads-ranking/ads-ranking-pipelines:0.1.0-gpu"
 def make_resource(fake: FakeKubeApiServer, tmp_path) -> RayClusterResource:
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", fake, context="fake")
     return KubeRayResource(kube_config_file=kubeconfig, kube_context="fake", namespace=NS,
-                           storage_home="gs://ads-ranking-test/home", image=IMAGE)
+                           storage_home="gs://ads-ranking-test/home", image=IMAGE,
+                           replica_failure_grace_s=1.0)  # a quota failure fails in seconds
 
 
 def train_asset(fake: FakeKubeApiServer, params: TrainingParams, seen: dict[str, Any]):

@@ -2,8 +2,8 @@
 and RayJobs submitted to such a cluster through ``clusterSelector``.
 
 Only objects carrying our ``app.kubernetes.io/managed-by`` label are listed, deleted or
-submitted to. A cluster that cannot come up fails within a few polls with KubeRay's or the
-scheduler's words (:class:`~.health.StartupWatch`), not after the readiness timeout.
+submitted to. A cluster that cannot come up fails once its grace is over, with KubeRay's or
+the scheduler's words (:class:`~.health.StartupWatch`), not after the readiness timeout.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class RayClusters:
             raise
 
     def wait_cluster_ready(self, namespace: str, name: str, timeout_s: float | None = None) -> ClusterInfo:
-        """Poll until the RayCluster's state is ``ready``; fail fast on a ``ReplicaFailure``
+        """Poll until the RayCluster's state is ``ready``; fail on a lasting ``ReplicaFailure``
         condition or an unschedulable Ray pod (:class:`~.health.StartupWatch`)."""
         watch = self.jobs.startup_watch(namespace)
 

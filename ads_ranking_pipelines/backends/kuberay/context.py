@@ -29,11 +29,12 @@ class KubeRayContext:
     go on every object created. ``on_status(name, status)`` is called on every poll while
     waiting (an exception raised there aborts the wait; the caller cleans up).
 
-    ``failure_polls``: how many polls in a row a RayCluster ``ReplicaFailure`` condition must
-    be seen before the wait fails (KubeRay retries pod creation every reconcile; one failed
-    attempt can be a transient API error). ``unschedulable_grace_s``: how long a Ray pod may
-    stay unschedulable, with no scale-up triggered for it, before the wait fails with the
-    scheduler's words. ``rayjob_deletion``: how the operator cleans up after a RayJob,
+    ``replica_failure_grace_s``: how long a RayCluster ``ReplicaFailure`` condition may stay
+    before the wait fails with its words (KubeRay retries pod creation every reconcile and
+    drops the condition once a create succeeds: a quota held by the previous job's Terminating
+    pods frees itself). ``unschedulable_grace_s``: how long a Ray pod may stay unschedulable,
+    with no node coming for it (cluster-autoscaler ``TriggeredScaleUp``, Karpenter
+    ``Nominated``), before the wait fails with the scheduler's words. ``rayjob_deletion``: how the operator cleans up after a RayJob,
     ``rules`` (KubeRay's deletion rules; the ``RayJobDeletionPolicy`` gate, on by default in
     v1.7) or ``shutdown`` (``shutdownAfterJobFinishes``: only the cluster goes; our garbage
     collector removes the RayJob) - see :func:`~ads_ranking_pipelines.kuberay.rayjob.cleanup_fields`.
@@ -50,7 +51,7 @@ class KubeRayContext:
     ready_timeout_s: float = 900.0
     poll_interval_s: float = 2.0
     teardown_timeout_s: float = 300.0
-    failure_polls: int = 3
+    replica_failure_grace_s: float = 120.0
     unschedulable_grace_s: float = 60.0
     rayjob_deletion: str = "rules"
     py_modules: tuple[str, ...] = ()

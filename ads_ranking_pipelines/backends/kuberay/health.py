@@ -7,11 +7,16 @@ error) in the RayCluster's ``status.conditions`` - copied into a RayJob's
 ``status.rayClusterStatus`` while it is Initializing. A pod that was created but cannot be
 placed shows only on the pod: condition ``PodScheduled`` False with reason ``Unschedulable``
 and the scheduler's message ("0/12 nodes are available: 12 Insufficient nvidia.com/gpu…"),
-and as ``FailedScheduling`` events; when the cluster autoscaler is adding a node for it, a
-``TriggeredScaleUp`` event says so.
+and as ``FailedScheduling`` events. That capacity is coming shows as the node provisioner's
+event on the pod: cluster-autoscaler's ``TriggeredScaleUp`` (``NotTriggerScaleUp`` when it
+cannot help), or Karpenter's ``Nominated`` "Pod should schedule on: nodeclaim/…" (karpenter v1
+``NominatePodEvent``; its own ``FailedScheduling`` when it cannot).
 
-:class:`StartupWatch` turns these into a failure within a few polls instead of waiting out the
-readiness timeout.
+KubeRay keeps retrying pod creation (every reconcile) and drops ``ReplicaFailure`` once a create
+succeeds - a quota still held by the previous job's Terminating pods clears by itself.
+:class:`StartupWatch` turns these into a failure once they persist (``replica_failure_grace_s``,
+``unschedulable_grace_s``) instead of waiting out the readiness timeout; a pod whose node is
+coming is waited for, up to that timeout.
 """
 
 from __future__ import annotations
@@ -23,7 +28,15 @@ from typing import Any
 
 REPLICA_FAILURE = "ReplicaFailure"
 RAY_CLUSTER_LABEL = "ray.io/cluster"
-SCALE_UP_REASONS = ("TriggeredScaleUp",)
+# The node provisioner's word on a pending pod: (component, reason) -> capacity is coming.
+# cluster-autoscaler's reasons are recognised from any component (older events carry none).
+PROVISIONER_SIGNALS = {
+    ("cluster-autoscaler", "TriggeredScaleUp"): True,
+    ("cluster-autoscaler", "NotTriggerScaleUp"): False,
+    ("karpenter", "Nominated"): True,
+    ("karpenter", "FailedScheduling"): False,
+}
+AUTOSCALER_REASONS = {"TriggeredScaleUp": True, "NotTriggerScaleUp": False}
 
 
 def replica_failure(cluster_status: Mapping[str, Any] | None) -> str | None:
@@ -47,33 +60,52 @@ def unschedulable_message(pod: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _provisioner_signal(event: Mapping[str, Any]) -> bool | None:
+    """True: the event says a node is being added for the pod; False: the provisioner cannot
+    add one; None: not the provisioner's word (the scheduler repeats ``FailedScheduling``
+    while a node is being added, so its events say nothing about capacity)."""
+    reason = event.get("reason") or ""
+    component = (event.get("source") or {}).get("component") or event.get(
+        "reportingComponent") or ""
+    if (component, reason) in PROVISIONER_SIGNALS:
+        return PROVISIONER_SIGNALS[(component, reason)]
+    return AUTOSCALER_REASONS.get(reason)
+
+
 def scale_up_triggered(events: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether the newest scheduling-related event of a pod says the cluster autoscaler is
-    adding a node for it (events sorted oldest first)."""
-    relevant = [e for e in events if e.get("reason") in (*SCALE_UP_REASONS, "FailedScheduling",
-                                                         "NotTriggerScaleUp")]
-    return bool(relevant) and relevant[-1].get("reason") in SCALE_UP_REASONS
+    """Whether the node provisioner's newest event about a pod says capacity is coming for it
+    (events sorted oldest first): cluster-autoscaler's ``TriggeredScaleUp`` or Karpenter's
+    ``Nominated``."""
+    signals = [s for s in map(_provisioner_signal, events) if s is not None]
+    return bool(signals) and signals[-1]
 
 
 @dataclass
 class StartupWatch:
     """Follows one cluster across polls; :meth:`check` returns the failure text once a
-    ``ReplicaFailure`` has been seen ``failure_polls`` polls in a row, or a Ray pod has been
-    unschedulable for ``unschedulable_grace_s`` with no scale-up under way for it."""
+    ``ReplicaFailure`` condition has stayed for ``replica_failure_grace_s`` (every poll in
+    between saw it; KubeRay retried all along), or a Ray pod has been unschedulable for
+    ``unschedulable_grace_s`` with no node coming for it."""
 
     list_pods: Callable[[str], list[dict[str, Any]]]
     list_events: Callable[[str], list[dict[str, Any]]]
-    failure_polls: int = 3
+    replica_failure_grace_s: float = 120.0
     unschedulable_grace_s: float = 60.0
     clock: Callable[[], float] = time.monotonic
-    _failures_seen: int = 0
+    _failing_since: float | None = None
     _unschedulable_since: dict[str, float] = field(default_factory=dict)
 
     def check(self, cluster_name: str | None, cluster_status: Mapping[str, Any] | None) -> str | None:
         failure = replica_failure(cluster_status)
-        self._failures_seen = self._failures_seen + 1 if failure else 0
-        if failure and self._failures_seen >= self.failure_polls:
-            return f"RayCluster {cluster_name or '?'} cannot create its pods: {failure}"
+        now = self.clock()
+        if failure is None:
+            self._failing_since = None
+        elif self._failing_since is None:
+            self._failing_since = now
+        if failure and now - self._failing_since >= self.replica_failure_grace_s:
+            return (f"RayCluster {cluster_name or '?'} cannot create its pods: {failure} "
+                    f"(still failing after {now - self._failing_since:.0f}s of KubeRay's "
+                    f"retries; replica_failure_grace_s={self.replica_failure_grace_s:g})")
         if not cluster_name:
             return None
         return self._check_pods(cluster_name)

@@ -69,9 +69,10 @@ def rayjob_for_cluster(cluster: Mapping[str, Any], job: JobSpec, *, owner: str,
                        ttl_seconds: int = 600) -> dict[str, Any]:
     """A RayJob that runs ``job`` on the existing RayCluster ``cluster`` (``clusterSelector``):
     no cluster of its own, so nothing is shut down when it ends. With ``deletion`` ``rules``
-    the RayJob deletes itself ``ttl_seconds`` after it ends (``DeleteSelf``; a selector job
-    may not use DeleteCluster); otherwise nothing in the operator removes it and the garbage
-    collector does. It carries the cluster's labels (not KubeRay's), then ``labels``, the
+    it carries ``DeleteSelf`` rules (``ttl_seconds`` after it ends; a selector job may not use
+    DeleteCluster), but KubeRay v1.7 returns before running them for a ``clusterSelector`` job
+    (rayjob_controller.go, case Complete/Failed): nothing in the operator removes it, and the
+    garbage collector does. It carries the cluster's labels (not KubeRay's), then ``labels``, the
     owner, the cluster, the Dagster run id and code location and the submission id."""
     meta = cluster.get("metadata") or {}
     cluster_name, namespace = meta["name"], meta.get("namespace") or "default"

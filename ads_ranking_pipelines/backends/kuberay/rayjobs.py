@@ -1,14 +1,24 @@
 """RayJob operations: wait for a job's cluster, read its status, follow its driver log, stop
-it, list ours. Used by sessions (one RayJob per submitted job) and by the CLI directly."""
+it, list ours. Used by sessions (one RayJob per submitted job) and by the CLI directly.
+
+Reading a status also does the one cleanup KubeRay's deletion rules cannot: the RayCluster of
+a job that ended STOPPED is deleted at once (:meth:`RayJobs.release_stopped`).
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
 from ads_ranking_pipelines.backends.base import BackendError, JobStatus
 from ads_ranking_pipelines.backends.kuberay import calls
-from ads_ranking_pipelines.backends.kuberay.client import RAYJOBS, KubeError, NotFound
+from ads_ranking_pipelines.backends.kuberay.client import (
+    RAYCLUSTERS,
+    RAYJOBS,
+    KubeError,
+    NotFound,
+)
 from ads_ranking_pipelines.backends.kuberay.context import KubeRayContext
 from ads_ranking_pipelines.backends.kuberay.health import StartupWatch
 from ads_ranking_pipelines.backends.kuberay.logs import LogFollower
@@ -19,8 +29,11 @@ from ads_ranking_pipelines.backends.kuberay.status import (
     failure_text,
     job_status_from_rayjob,
     owned,
+    stopped_job_cluster,
 )
 from ads_ranking_pipelines.kuberay.labels import LABEL_MANAGED_BY, MANAGED_BY
+
+log = logging.getLogger(__name__)
 
 
 class RayJobs:
@@ -28,6 +41,7 @@ class RayJobs:
 
     def __init__(self, ctx: KubeRayContext) -> None:
         self.ctx = ctx
+        self._released: set[str] = set()  # uids of STOPPED RayJobs whose cluster is gone
 
     def startup_watch(self, namespace: str) -> StartupWatch:
         client = self.ctx.client
@@ -35,14 +49,15 @@ class RayJobs:
             list_pods=lambda selector: client.list_pods(namespace, selector),
             list_events=lambda pod: client.list_events(
                 namespace, f"involvedObject.kind=Pod,involvedObject.name={pod}"),
-            failure_polls=self.ctx.failure_polls,
+            replica_failure_grace_s=self.ctx.replica_failure_grace_s,
             unschedulable_grace_s=self.ctx.unschedulable_grace_s)
 
     def wait_until_running(self, namespace: str, name: str, timeout_s: float | None = None) -> dict:
         """Poll the RayJob until KubeRay reports its cluster up (``jobDeploymentStatus``
         Running or Complete). Fails with KubeRay's / the scheduler's words as soon as the
-        deployment fails, the cluster cannot create its pods (``ReplicaFailure``) or a Ray
-        pod stays unschedulable (:class:`StartupWatch`), and on timeout."""
+        deployment fails, the cluster still cannot create its pods (``ReplicaFailure``) after
+        ``replica_failure_grace_s`` or a Ray pod stays unschedulable with no node coming
+        (:class:`StartupWatch`), and on timeout."""
         watch = self.startup_watch(namespace)
 
         def ready(obj: dict[str, Any], status: dict[str, Any]) -> dict | None:
@@ -67,7 +82,47 @@ class RayJobs:
     def status(self, namespace: str, name: str) -> JobStatus:
         obj = calls.read_status(self.ctx.client, RAYJOBS, namespace, name,
                                 missing="not found (deleted, or never created)")
+        self.release_stopped(obj)
         return job_status_from_rayjob(obj.get("status"))
+
+    def release_stopped(self, rayjob: dict[str, Any]) -> bool:
+        """Delete the RayCluster of our RayJob that ended STOPPED (no KubeRay deletion rule
+        matches it: :func:`~.status.stopped_job_cluster`) - only a cluster the RayJob owns
+        (its controller owner reference is the RayJob's uid). The RayJob stays, so its status
+        and log can still be read; teardown or the garbage collector removes it. A failed
+        delete is logged, not raised: the next status read tries again. True when deleted."""
+        meta = rayjob.get("metadata") or {}
+        namespace, name = meta.get("namespace") or "", meta.get("name") or ""
+        cluster = stopped_job_cluster(rayjob)
+        uid = meta.get("uid") or ""
+        if cluster is None or not owned(rayjob) or uid in self._released:
+            return False
+        client = self.ctx.client
+        try:
+            obj = client.get(RAYCLUSTERS, namespace, cluster)
+        except NotFound:
+            self._released.add(uid)
+            return False
+        except KubeError as exc:
+            log.warning("cannot read RayCluster %s/%s of stopped RayJob %s: %s", namespace,
+                        cluster, name, exc)
+            return False
+        cmeta = obj.get("metadata") or {}
+        owners = {o.get("uid") for o in cmeta.get("ownerReferences") or [] if o.get("controller")}
+        if uid not in owners:
+            self._released.add(uid)
+            return False
+        try:
+            if not cmeta.get("deletionTimestamp"):
+                client.delete(RAYCLUSTERS, namespace, cluster)
+        except KubeError as exc:
+            log.warning("cannot delete RayCluster %s/%s of stopped RayJob %s: %s", namespace,
+                        cluster, name, exc)
+            return False
+        self._released.add(uid)
+        log.info("RayJob %s/%s ended STOPPED, which no KubeRay deletion rule matches: deleted "
+                 "its RayCluster %s", namespace, name, cluster)
+        return True
 
     def submitter_pods(self, namespace: str, name: str) -> list[dict[str, Any]]:
         """The submitter Job's pods of RayJob ``name`` (KubeRay names the Job after the RayJob;

@@ -100,6 +100,22 @@ def job_status_from_rayjob(status: Mapping[str, Any] | None) -> JobStatus:
     return JobStatus(JobState.PENDING, detail)
 
 
+def stopped_job_cluster(rayjob: Mapping[str, Any]) -> str | None:
+    """The RayCluster a RayJob that ended STOPPED still holds, which no KubeRay rule deletes.
+
+    KubeRay v1.7 ends a Ray job stopped from outside (``ray job stop``, the dashboard) with
+    ``jobDeploymentStatus`` Complete + ``jobStatus`` STOPPED, and its deletion rules
+    (rayjob_controller.go ``handleDeletionRules``) match only ``jobStatus`` SUCCEEDED/FAILED or
+    ``jobDeploymentStatus`` Failed - the CRD's enums cannot name STOPPED (kuberay #5184). None
+    for any other state, and for a ``clusterSelector`` job (the cluster is not its own).
+    """
+    spec, status = rayjob.get("spec") or {}, rayjob.get("status") or {}
+    if spec.get("clusterSelector") or status.get("jobDeploymentStatus") != "Complete" \
+            or status.get("jobStatus") != "STOPPED":
+        return None
+    return status.get("rayClusterName") or None
+
+
 def owned(obj: Mapping[str, Any]) -> bool:
     """Whether ``obj`` carries our ``app.kubernetes.io/managed-by`` label."""
     labels = (obj.get("metadata") or {}).get("labels") or {}

@@ -28,12 +28,19 @@ class Scenario:
 
     ``outcome``: ``succeed`` | ``app_failed`` | ``cluster_failed`` (the API server refuses the
     head pod: ReplicaFailure) | ``unschedulable`` (pods Pending, FailedScheduling) |
-    ``deadline_exceeded`` | ``hang`` (the cluster never gets ready, nothing fails).
+    ``deadline_exceeded`` | ``hang`` (the cluster never gets ready, nothing fails) |
+    ``stopped`` (the Ray job is stopped from outside - ``ray job stop``, the dashboard - once
+    its log is printed: ``jobStatus`` STOPPED).
     ``execute``: the cluster is a real local Ray cluster and the submitter really runs the
     RayJob's entrypoint (:mod:`.ray_runtime`); ``log_lines`` and ``outcome`` are then the job's.
     ``submitter_failures``: how many submitter pods die after ``crash_after_lines`` lines (each
     retry replays the log). ``tail_lines``: lines the submitter still prints after the Ray job
-    is terminal (``jobStatus`` ahead of ``jobDeploymentStatus``). Times are real seconds.
+    is terminal (``jobStatus`` ahead of ``jobDeploymentStatus``). ``replica_failure_clears_after_s``
+    (``cluster_failed``): KubeRay's retried pod creation succeeds after that long (the quota
+    was freed). ``scale_up`` / ``karpenter`` (``unschedulable``): cluster-autoscaler's
+    ``TriggeredScaleUp`` / Karpenter's ``Nominated`` event for each stuck pod;
+    ``schedulable_after_s``: the new node is up after that long and the pods are scheduled.
+    Times are real seconds.
     """
 
     outcome: str = "succeed"
@@ -47,6 +54,9 @@ class Scenario:
     submitter_failures: int = 0
     crash_after_lines: int = 1
     scale_up: bool = False
+    karpenter: bool = False
+    schedulable_after_s: float | None = None
+    replica_failure_clears_after_s: float | None = None
     cluster_failure_reason: str = (
         'pods "%(cluster)s-head" is forbidden: exceeded quota: gpu-quota, requested: '
         "nvidia.com/gpu=32, used: nvidia.com/gpu=0, limited: nvidia.com/gpu=16")

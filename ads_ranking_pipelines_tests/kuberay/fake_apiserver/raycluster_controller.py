@@ -9,12 +9,19 @@ ready, as its :class:`Scenario` says.
 * ``calculateStatus``: that error becomes the condition ``ReplicaFailure`` (True, reason
   ``FailedCreateHeadPod``, message ``"FailedCreateHeadPod\\n<API error>"``); ``status.state``
   becomes ``ready`` once every pod runs and is never set to ``failed`` (deprecated in v1.7).
+  KubeRay keeps requeueing: when a later ``reconcilePods`` creates the pods (the quota was
+  freed), ``calculateStatus`` removes the ``ReplicaFailure`` condition.
 * The scheduler (not KubeRay): a pod that fits no node stays Pending with ``PodScheduled``
   False / ``Unschedulable`` and a ``FailedScheduling`` event; with a cluster autoscaler that
-  can add a node, a ``TriggeredScaleUp`` event.
+  can add a node, a ``TriggeredScaleUp`` event (cluster-autoscaler); with Karpenter, a
+  ``Nominated`` event "Pod should schedule on: nodeclaim/<name>" (karpenter v1
+  ``pkg/controllers/provisioning/scheduling/events.go`` ``NominatePodEvent``). Once the new
+  node is up the pods are scheduled and start.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.operator_common import (
     OperatorHost,
@@ -58,12 +65,43 @@ class RayClusterController:
                     "message": f"FailedCreateHeadPod\n{state}", "lastTransitionTime": now_rfc3339()})
                 sim["failed"] = True
                 host._touch(obj)
-        elif sim["phase"] == "provisioning" and scenario.outcome not in (
+        elif sim["phase"] == "provisioning" and self._recovered(key, obj, scenario, sim, now):
+            host._touch(obj)
+        elif sim["phase"] == "provisioning" and sim.get("outcome", scenario.outcome) not in (
                 "hang", "deadline_exceeded", "cluster_failed", "unschedulable") and \
                 now - sim["t0"] >= scenario.cluster_ready_after_s:
             self._cluster_ready(key, obj)
             sim["phase"] = "ready"
             host._touch(obj)
+
+    def _recovered(self, key: tuple, obj: dict, scenario: Scenario, sim: dict,
+                   now: float) -> bool:
+        """What clears a stuck start: a retried ``reconcilePods`` that creates the pods
+        (``calculateStatus`` drops ``ReplicaFailure``), or - the scheduler, not KubeRay - the
+        new node coming up, so the pending pods are scheduled. The cluster is then ready
+        ``cluster_ready_after_s`` later."""
+        outcome = sim.get("outcome", scenario.outcome)
+        if outcome == "cluster_failed" and scenario.replica_failure_clears_after_s is not None \
+                and now - sim["t0"] >= scenario.replica_failure_clears_after_s:
+            self._reconcile_cluster_pods(key, obj, replace(scenario, outcome="succeed"))
+        elif outcome == "unschedulable" and scenario.schedulable_after_s is not None \
+                and now - sim["t0"] >= scenario.schedulable_after_s:
+            self._schedule_stuck_pods(key, now)
+        else:
+            return False
+        sim.update(outcome="succeed", t0=now)
+        return True
+
+    def _schedule_stuck_pods(self, key: tuple, now: float) -> None:
+        """The scheduler binds the cluster's pending pods to the new node; the kubelet starts
+        them (:func:`.operator_common.start_due_pods`)."""
+        for pod in self.host.pods.values():
+            labels = pod.obj["metadata"].get("labels") or {}
+            if labels.get("ray.io/cluster") == key[2] and pod.obj.get("_unschedulable"):
+                pod.obj["_unschedulable"] = False
+                pod.obj["_start"] = now
+                pod.obj["status"]["conditions"] = [{"type": "PodScheduled", "status": "True",
+                                                    "lastTransitionTime": now_rfc3339()}]
 
     def _reconcile_cluster_pods(self, key: tuple, obj: dict, scenario: Scenario) -> None:
         """raycluster_controller.go ``reconcilePods`` + ``calculateStatus``."""
@@ -98,6 +136,10 @@ class RayClusterController:
                 if scenario.scale_up:
                     self._event(key[1], name, "TriggeredScaleUp",
                                 "pod triggered scale-up: [{gpu-pool 2->3 (max: 8)}]")
+                if scenario.karpenter:
+                    self._event(key[1], name, "Nominated",
+                                f"Pod should schedule on: nodeclaim/default-{suffix()}",
+                                source="karpenter")
 
     def _cluster_ready(self, key: tuple, obj: dict) -> None:
         """``calculateStatus``: every pod runs → state ready, head service and endpoints."""
@@ -118,9 +160,10 @@ class RayClusterController:
             "stateTransitionTimes": {"ready": now_rfc3339()},
         })
 
-    def _event(self, ns: str, pod_name: str, reason: str, message: str) -> None:
-        """An event of the scheduler (``FailedScheduling``) or the cluster autoscaler about a
-        pod."""
+    def _event(self, ns: str, pod_name: str, reason: str, message: str,
+               source: str | None = None) -> None:
+        """An event about a pod of the scheduler (``FailedScheduling``), the cluster
+        autoscaler, or ``source`` (``karpenter``)."""
         host = self.host
         host._resource_version += 1
         host.events.append({
@@ -130,5 +173,5 @@ class RayClusterController:
                          "resourceVersion": str(host._resource_version)},
             "involvedObject": {"kind": "Pod", "name": pod_name, "namespace": ns},
             "lastTimestamp": now_rfc3339(), "count": 1,
-            "source": {"component": "default-scheduler" if reason == "FailedScheduling"
-                       else "cluster-autoscaler"}})
+            "source": {"component": source or ("default-scheduler" if reason == "FailedScheduling"
+                                                 else "cluster-autoscaler")}})

@@ -15,6 +15,8 @@ lasts ``time_scale`` real seconds per second.
   used up fails the RayJob, reason ``SubmissionFailed``), then the Ray job's status: a terminal
   ``jobStatus`` is written at once but ``jobDeploymentStatus`` becomes Complete / Failed
   (``AppFailed``) only once the submitter has finished (``isJobTerminal && finishedAt != nil``).
+  Only ``jobStatus`` FAILED makes the deployment Failed: a Ray job STOPPED (``ray job stop``,
+  the dashboard) ends Complete, like SUCCEEDED.
 * The submitter Job (``createNewK8sJob``, backoffLimit 2 by default) runs the command of
   common/job.go ``BuildJobSubmitCommand``: a retried pod prints the driver log again from its
   first line (``ray job logs --follow``).
@@ -24,7 +26,9 @@ lasts ``time_scale`` real seconds per second.
 * case Complete/Failed: nothing is deleted for a ``clusterSelector`` job; with the
   ``RayJobDeletionPolicy`` gate and ``deletionStrategy.deletionRules``,
   ``handleDeletionRules`` (most impactful overdue rule: DeleteCluster, DeleteSelf…, TTL from
-  ``status.endTime``); else with ``shutdownAfterJobFinishes``, ``handleShutdownAfterJobFinishes``
+  ``status.endTime``; a rule's condition is a ``jobStatus`` SUCCEEDED/FAILED or a
+  ``jobDeploymentStatus`` Failed - the CRD's enums cannot name STOPPED, so a Complete +
+  STOPPED job matches no rule and keeps its cluster, kuberay #5184); else with ``shutdownAfterJobFinishes``, ``handleShutdownAfterJobFinishes``
   - after ``ttlSecondsAfterFinished`` it deletes **only the RayCluster** (the RayJob and its
   submitter stay) unless the operator runs with ``DELETE_RAYJOB_CR_AFTER_JOB_FINISHES=true``.
 * ``validateRayJob`` (utils/validation.go ``validateDeletionConfiguration``): a deletion
@@ -51,6 +55,8 @@ from ads_ranking_pipelines_tests.kuberay.fake_apiserver.operator_common import (
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.store import _Pod, now_rfc3339
 
 RAYJOB_FINALIZER = "ray.io/rayjob-finalizer"
+# Ray's message for a job stopped through the Job API (dashboard/modules/job/common.py).
+STOPPED_MESSAGE = "Job was intentionally stopped."
 
 
 class RayJobController:
@@ -264,7 +270,7 @@ class RayJobController:
                 status["message"] = running.message
             self.host._touch(obj)
         if running.drained and running.status in ("SUCCEEDED", "FAILED", "STOPPED"):
-            failed = running.status != "SUCCEEDED"
+            failed = running.status == "FAILED"
             pod.obj["status"]["phase"] = "Failed" if failed else "Succeeded"
             pod.closed = True
             status.update({"jobDeploymentStatus": "Failed" if failed else "Complete",
@@ -298,12 +304,16 @@ class RayJobController:
 
     def _finish_submitter(self, key: tuple, obj: dict, pod: _Pod, sim: dict,
                           scenario: Scenario, now: float) -> None:
+        """case Running, once the log is printed: the Ray job's terminal ``jobStatus``
+        (``GetJobInfo``), the submitter's tail, then ``jobDeploymentStatus`` Complete - Failed
+        (``AppFailed``) only for FAILED."""
         status = obj["status"]
         failed = scenario.outcome == "app_failed"
         if status.get("jobStatus") == "RUNNING":
-            status.update({"jobStatus": "FAILED" if failed else "SUCCEEDED",
-                           "message": scenario.app_failure_message if failed
-                           else "Job finished successfully.",
+            ray_status, message = (("FAILED", scenario.app_failure_message) if failed else
+                                   ("STOPPED", STOPPED_MESSAGE) if scenario.outcome == "stopped"
+                                   else ("SUCCEEDED", "Job finished successfully."))
+            status.update({"jobStatus": ray_status, "message": message,
                            "rayJobInfo": {**status.get("rayJobInfo", {}), "endTime": now_rfc3339()}})
             sim["tail"] = scenario.tail_lines
             sim["next_tail_at"] = now + scenario.tail_interval_s
