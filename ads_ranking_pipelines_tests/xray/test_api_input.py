@@ -236,10 +236,8 @@ def test_uvicorn_refuses_a_20_mb_body_without_reading_it(app, created) -> None:
     head = ("POST /api/clusters HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             f"Cookie: {CSRF_COOKIE}=t0ken\r\nX-CSRF-Token: t0ken\r\n")
     with uvicorn_server(app) as port:
-        megabyte = (b"a" * 1_000_000 for _ in range(20))
-        answer, sent = exchange(port, head + "Content-Length: 20000000\r\n\r\n", megabyte)
-        assert answer.startswith(b"HTTP/1.1 413 "), answer[:200]
-        assert sent < 20_000_000
+        answer, sent = exchange(port, head + "Content-Length: 20000000\r\n\r\n", [])
+        assert answer.startswith(b"HTTP/1.1 413 "), answer[:200]  # before a byte of the body
         endless = (b"4000\r\n" + b"a" * 0x4000 + b"\r\n" for _ in range(10_000))  # 160 MB, chunked
         answer, sent = exchange(port, head + "Transfer-Encoding: chunked\r\n\r\n", endless)
         assert answer.startswith(b"HTTP/1.1 413 "), answer[:200]
