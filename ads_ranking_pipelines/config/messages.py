@@ -25,6 +25,20 @@ FIELD_OPTIONS = {
 }
 
 
+# The most characters of a bad value an error message quotes (then "…" and its length): a
+# message names the value without echoing a 10k-character one back.
+QUOTE_LIMIT = 80
+
+
+def quoted(value: Any, limit: int = QUOTE_LIMIT) -> str:
+    """``repr(value)``, cut to ``limit`` characters (and "… (N characters)") when longer."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = f" ({len(value)} characters)" if isinstance(value, str) else ""
+    return f"{text[:limit]}…{size}"
+
+
 def option_for(field_name: str) -> str:
     head = field_name.split(".")[0].split("[")[0]
     option = FIELD_OPTIONS.get(head)
@@ -36,7 +50,7 @@ def request_error(exc: RequestError) -> str:
         return exc.describe(request_error)
     valid = ", ".join(map(str, exc.valid)) if isinstance(exc.valid, (list, tuple)) else exc.valid
     reason = f": {exc.reason}" if exc.reason else ""
-    return f"invalid {option_for(exc.field)} = {exc.value!r}{reason}; valid: {valid}"
+    return f"invalid {option_for(exc.field)} = {quoted(exc.value)}{reason}; valid: {valid}"
 
 
 _BOUNDS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<", "max_length": "length <=",
@@ -48,10 +62,10 @@ def validation_error(exc: ValidationError) -> str:
     for err in exc.errors():
         loc = ".".join(str(p) for p in err.get("loc", ())) or "request"
         value = err.get("input")
-        msg = err.get("msg", "invalid")
+        msg = str(err.get("msg", "invalid")).replace(repr(value), quoted(value))  # a validator's echo
         limits = err.get("ctx") or {}
         valid = ", ".join(f"{_BOUNDS[k]} {v}" for k, v in limits.items() if k in _BOUNDS)
-        parts.append(f"invalid {option_for(loc)} = {value!r}: {msg}"
+        parts.append(f"invalid {option_for(loc)} = {quoted(value)}: {msg}"
                      + (f"; valid: {valid}" if valid else ""))
     return "; ".join(parts)
 

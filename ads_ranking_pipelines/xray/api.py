@@ -6,7 +6,9 @@
 ``GET /api/pools``, ``POST /api/clusters`` (the create form's fields as JSON),
 ``POST /api/clusters/{name}/delete``, ``POST /api/clusters/{name}/notebook[?owner=]`` and
 ``POST /api/clusters/{name}/notebook/stop``. ``{name}`` routes take ``?backend=&namespace=``
-when a name is not unique.
+when a name is not unique. ``POST /api/clusters`` refuses (400) a body that is not a JSON object
+of the form's fields with string, number, boolean or null values, naming what it did not
+understand; a body over ``limits.MAX_BODY_BYTES`` is refused with 413 on every route.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from ads_ranking_pipelines.config.messages import quoted
 from ads_ranking_pipelines.xray import forms, local_jobs
 from ads_ranking_pipelines.xray.rows import Filters
 from ads_ranking_pipelines.xray.security import check_csrf
@@ -57,7 +60,7 @@ async def job_logs(request: Request) -> Response:
     row = await run_in_threadpool(svc.find, ref_from(request))
     job_id = request.path_params["job_id"]
     if not await run_in_threadpool(svc.has_job, row, job_id):
-        raise NotFound(f"no job {job_id!r} on cluster {row.name!r}")
+        raise NotFound(f"no job {quoted(job_id)} on cluster {row.name!r}")
     if row.backend == "kuberay":
         lines: AsyncIterator[str] = iterate_in_threadpool(svc.kuberay_log(row, job_id))
     else:
@@ -89,16 +92,20 @@ async def create(request: Request) -> Response:
     await check_csrf(request)
     try:
         body = await request.json()
-    except ValueError:
-        return JSONResponse({"error": "the body must be a JSON object of the create form's fields"}, 400)
-    values = forms.form_values(body if isinstance(body, dict) else {}, svc.settings.default_owner,
-                               svc.catalog)
+    except ValueError:  # not JSON, or not UTF-8
+        return JSONResponse({"error": "invalid body = not JSON: it must be a JSON object with the "
+                             f"create form's fields; valid fields: {forms.VALID_FIELDS}"}, 400)
+    try:
+        form = forms.json_form(body)
+    except forms.BodyError as exc:
+        return JSONResponse({"error": str(exc), "fields": exc.fields}, 400)
+    values = forms.form_values(form, svc.settings.default_owner, svc.catalog)
     result = forms.parse_request(values, svc.catalog, svc.backends, svc.namespaces,
                                  svc.settings.settings)
     if not result.ok:
         return JSONResponse({"error": "; ".join(result.errors), "fields": sorted(result.fields)}, 400)
     if values["backend"] == "local" and svc.local.name_taken(result.request.name):
-        return JSONResponse({"error": f"a local cluster named {result.request.name!r} is running",
+        return JSONResponse({"error": f"a local cluster named {quoted(result.request.name)} is running",
                              "fields": ["name"]}, 409)
     await run_in_threadpool(svc.create, values["backend"], result.resolved,
                             forms.notebook_support(values))

@@ -1,4 +1,5 @@
-"""The Starlette application: routes, static files, security middleware, error pages."""
+"""The Starlette application: routes, static files, security and body-size middleware, error
+pages."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from starlette.staticfiles import StaticFiles
 from ads_ranking_pipelines.backends.base import BackendError
 from ads_ranking_pipelines.backends.kuberay.notebooks import NotebookConflict
 from ads_ranking_pipelines.xray import api, pages
+from ads_ranking_pipelines.xray.limits import BodyLimitMiddleware, BodyTooLarge
 from ads_ranking_pipelines.xray.notebooks import NotebookError
 from ads_ranking_pipelines.xray.security import CsrfError, SecurityMiddleware
 from ads_ranking_pipelines.xray.service import Ambiguous, NotFound, XrayService
@@ -47,6 +49,10 @@ async def _notebook_conflict(request: Request, exc: Exception) -> Response:
     return _error(request, 409, "Notebook not started", str(exc))
 
 
+async def _too_large(request: Request, exc: Exception) -> Response:
+    return _error(request, 413, "Request too large", str(exc))
+
+
 async def _backend(request: Request, exc: Exception) -> Response:
     return _error(request, 502, "Backend error", str(exc))
 
@@ -62,9 +68,10 @@ def create_app(settings: XraySettings, environ: Mapping[str, str]) -> Starlette:
                 Mount("/static", StaticFiles(directory=static), name="static")],
         exception_handlers={NotFound: _not_found, Ambiguous: _ambiguous, CsrfError: _csrf,
                             BackendError: _backend, NotebookError: _backend,
-                            NotebookConflict: _notebook_conflict},
+                            NotebookConflict: _notebook_conflict, BodyTooLarge: _too_large},
     )
     app.state.service = XrayService(settings, environ)
     app.state.templates = make_templates()
+    app.add_middleware(BodyLimitMiddleware)  # inside the security checks: they run first
     app.add_middleware(SecurityMiddleware, token=settings.token, loopback=settings.loopback)
     return app

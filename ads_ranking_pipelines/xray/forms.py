@@ -12,7 +12,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from ads_ranking_pipelines.backends import factory
-from ads_ranking_pipelines.config.messages import dns_name, request_error, validation_error
+from ads_ranking_pipelines.config.messages import (
+    QUOTE_LIMIT,
+    dns_name,
+    quoted,
+    request_error,
+    validation_error,
+)
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.images import image_problems
 from ads_ranking_pipelines.config.pools import PoolCatalog
@@ -31,6 +37,8 @@ FIELDS: dict[str, str] = {
     "gpus_per_worker": "0", "cpus_per_worker": "", "memory_per_worker": "", "namespace": "",
     "notebook": "",
 }
+VALID_FIELDS = ", ".join(FIELDS)
+UNKNOWN_SHOWN = 20  # unknown fields named in one message (then how many more)
 # The "Notebook support" checkbox (KubeRay; local clusters can always start a notebook).
 NOTEBOOK_YES, NOTEBOOK_NO = ("yes", "on", "true", "1"), ("", "no", "off", "false", "0")
 
@@ -68,8 +76,47 @@ def _number(text: str) -> Any:
     return text
 
 
+class BodyError(ValueError):
+    """A JSON create body the form does not understand; ``fields``: the fields it names."""
+
+    def __init__(self, message: str, fields: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.fields = sorted(fields or [])
+
+
+def _json_kind(body: Any) -> str:
+    if body is None:
+        return "JSON null"
+    kinds = {bool: "boolean", int: "number", float: "number", str: "string", list: "array"}
+    return f"a JSON {kinds.get(type(body), type(body).__name__)}"
+
+
+def json_form(body: Any) -> dict[str, Any]:
+    """The create form's fields from a decoded JSON body: an object of known fields whose values
+    are strings, numbers, booleans or null; :class:`BodyError` naming what is not."""
+    if not isinstance(body, dict):
+        raise BodyError(f"invalid body = {_json_kind(body)}: it must be a JSON object with the "
+                        f"create form's fields; valid fields: {VALID_FIELDS}")
+    unknown = [quoted(k) for k in body if k not in FIELDS]
+    if unknown:
+        more = len(unknown) - UNKNOWN_SHOWN
+        names = ", ".join(unknown[:UNKNOWN_SHOWN]) + (f" and {more} more" if more > 0 else "")
+        raise BodyError(f"unknown field{'s' if len(unknown) > 1 else ''} {names}; valid fields: "
+                        f"{VALID_FIELDS}", [k[:QUOTE_LIMIT] for k in body if k not in FIELDS][:UNKNOWN_SHOWN])
+    nested = [k for k, v in body.items() if isinstance(v, (dict, list))]
+    if nested:
+        raise BodyError("; ".join(f"invalid {k} = {quoted(body[k])}: a JSON object or array; "
+                                  "valid: a string, number or boolean" for k in nested), nested)
+    return body
+
+
+def _text(value: Any) -> str:
+    """A form or JSON value as the form's text: null → empty; 0 and false stay values."""
+    return "" if value is None else str(value).strip()
+
+
 def form_values(form: Mapping[str, Any], default_owner: str, catalog: PoolCatalog) -> dict[str, str]:
-    values = {k: str(form.get(k, default) or "").strip() for k, default in FIELDS.items()}
+    values = {k: _text(form.get(k, default)) for k, default in FIELDS.items()}
     values["owner"] = values["owner"] or default_owner
     values["gpu_pool"] = values["gpu_pool"] or catalog.default_pool
     return values
@@ -93,16 +140,16 @@ def parse_request(values: dict[str, str], catalog: PoolCatalog, backends: tuple[
     result = FormResult(values)
     backend = values["backend"]
     if values["notebook"].lower() not in NOTEBOOK_YES + NOTEBOOK_NO:
-        result.errors.append(f"invalid notebook = {values['notebook']!r}; valid: yes, no")
+        result.errors.append(f"invalid notebook = {quoted(values['notebook'])}; valid: yes, no")
         result.fields.add("notebook")
         return result
     if backend not in backends:
-        result.errors.append(f"invalid --backend = {backend!r}; valid: {', '.join(backends)}")
+        result.errors.append(f"invalid --backend = {quoted(backend)}; valid: {', '.join(backends)}")
         result.fields.add("backend")
         return result
     fields = _fields(values, settings, namespaces)
     if backend == "kuberay" and fields["namespace"] not in namespaces:
-        result.errors.append(f"invalid --namespace (namespace) = {fields['namespace']!r}; "
+        result.errors.append(f"invalid --namespace (namespace) = {quoted(fields['namespace'])}; "
                              f"valid: {', '.join(namespaces)}")
         result.fields.add("namespace")
         return result

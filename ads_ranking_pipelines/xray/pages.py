@@ -12,7 +12,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from ads_ranking_pipelines.config import messages as cli_render
-from ads_ranking_pipelines.config.messages import request_error
+from ads_ranking_pipelines.config.messages import quoted, request_error
 from ads_ranking_pipelines.config.validation import RequestError
 from ads_ranking_pipelines.xray import forms
 from ads_ranking_pipelines.xray.rows import Filters, scopes
@@ -120,7 +120,7 @@ async def create_cluster(request: Request) -> Response:
     result = await _parsed(request)
     svc = service(request)
     if result.ok and result.values["backend"] == "local" and svc.local.name_taken(result.request.name):
-        result.errors.append(f"invalid --name (name) = {result.request.name!r}: a local cluster of "
+        result.errors.append(f"invalid --name (name) = {quoted(result.request.name)}: a local cluster of "
                              "that name is running; valid: another name")
         result.fields.add("name")
     if not result.ok:

@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ads_ranking_pipelines.config.messages import quoted
 from ads_ranking_pipelines.config.validation import ResolvedRequest
 from ads_ranking_pipelines.config.pools import load_catalog
 
@@ -31,7 +32,7 @@ class NotFound(LookupError):
 class Ambiguous(LookupError):
     def __init__(self, name: str, rows: list[ClusterRow]) -> None:
         where = ", ".join(f"{r.backend}{'/' + r.namespace if r.namespace else ''}" for r in rows)
-        super().__init__(f"several clusters are named {name!r} ({where}); pass backend= "
+        super().__init__(f"several clusters are named {quoted(name)} ({where}); pass backend= "
                          "and namespace=")
 
 
@@ -102,7 +103,7 @@ class XrayService:
     def find(self, ref: ClusterRef) -> ClusterRow:
         found = [r for r in self.rows()[0] if ref.matches(r)]
         if not found:
-            raise NotFound(f"no cluster named {ref.name!r}"
+            raise NotFound(f"no cluster named {quoted(ref.name)}"
                            + (f" on {ref.backend}" if ref.backend else ""))
         if len(found) > 1:
             raise Ambiguous(ref.name, found)
