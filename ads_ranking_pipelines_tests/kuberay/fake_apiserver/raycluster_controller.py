@@ -19,6 +19,7 @@ from __future__ import annotations
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.operator_common import (
     OperatorHost,
     Scenario,
+    emit_event,
     new_pod,
     scenario_for,
     suffix,
@@ -121,14 +122,6 @@ class RayClusterController:
     def _event(self, ns: str, pod_name: str, reason: str, message: str) -> None:
         """An event of the scheduler (``FailedScheduling``) or the cluster autoscaler about a
         pod."""
-        host = self.host
-        host._resource_version += 1
-        host.events.append({
-            "apiVersion": "v1", "kind": "Event", "type": "Warning" if reason == "FailedScheduling"
-            else "Normal", "reason": reason, "message": message,
-            "metadata": {"name": f"{pod_name}.{suffix(8)}", "namespace": ns,
-                         "resourceVersion": str(host._resource_version)},
-            "involvedObject": {"kind": "Pod", "name": pod_name, "namespace": ns},
-            "lastTimestamp": now_rfc3339(), "count": 1,
-            "source": {"component": "default-scheduler" if reason == "FailedScheduling"
-                       else "cluster-autoscaler"}})
+        scheduler = reason == "FailedScheduling"
+        emit_event(self.host, ns, "Pod", pod_name, reason, message,
+                   "default-scheduler" if scheduler else "cluster-autoscaler", warning=scheduler)
