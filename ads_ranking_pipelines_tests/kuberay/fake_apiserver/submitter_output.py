@@ -58,10 +58,11 @@ def submit_lines(address: str, job_id: str) -> list[str]:
     lines = [server_address(address),
              *_big_message("SUCC", _GREEN, 66, f"Job '{job_id}' submitted successfully"),
              cli_line("INFO", 330, _paint(_GROUP, "Next steps"))]
-    for lineno, text in ((331, "Query the logs of the job:"), (333, f"ray job logs {job_id}"),
-                         (335, "Query the status of the job:"), (337, f"ray job status {job_id}"),
-                         (339, "Request the job to be stopped:"), (341, f"ray job stop {job_id}")):
-        lines.append(cli_line("INFO", lineno, text if lineno % 2 else _paint(_VALUE, text)))
+    for lineno, (hint, command) in ((331, ("Query the logs of the job:", "logs")),
+                                    (335, ("Query the status of the job:", "status")),
+                                    (339, ("Request the job to be stopped:", "stop"))):
+        lines += [cli_line("INFO", lineno, hint),  # the command in cf.bold, indented (pretty only)
+                  cli_line("INFO", lineno + 2, _paint(_VALUE, f"ray job {command} {job_id}"))]
     return lines
 
 
