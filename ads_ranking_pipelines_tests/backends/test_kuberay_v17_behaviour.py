@@ -82,6 +82,36 @@ def test_standalone_cluster_replica_failure_fails_fast(fake_apiserver: FakeKubeA
     assert fake_apiserver.names("rayclusters") == []
 
 
+@pytest.mark.parametrize("submitter,words", [
+    ("refused", 'submitter Job {job} cannot create its pod: Error creating: pods "{job}-'),
+    ("unschedulable", "cannot be scheduled: 0/3 nodes are available: 3 Insufficient cpu."),
+])
+def test_unstartable_submitter_fails_within_the_grace(fake_apiserver: FakeKubeApiServer,
+                                                      submitter: str, words: str) -> None:
+    """KubeRay keeps such a RayJob Running with an empty jobStatus until activeDeadlineSeconds
+    (its cluster held); the backend fails it after unschedulable_grace_s, in the Job
+    controller's / scheduler's words, and the RayJob and its RayCluster go."""
+    import time
+
+    fake_apiserver.scenario = Scenario(submitter=submitter)
+    backend = make_backend(fake_apiserver, ready_timeout_s=30.0, unschedulable_grace_s=0.5)
+    t0 = time.monotonic()
+    with pytest.raises(BackendError) as info:
+        with backend.session(REQUEST) as session:
+            session.submit(JOB)
+    elapsed = time.monotonic() - t0
+    job = next(k[2] for k in fake_apiserver.created if k[0] == "rayjobs")
+    text = str(info.value)
+    assert words.format(job=job) in text, text
+    if submitter == "refused":
+        assert "is forbidden: exceeded quota: compute-quota, requested: cpu=500m" in text
+    assert "did not start within" not in text
+    assert elapsed < 15.0, elapsed  # the grace and a few polls, not the 30 s timeout
+    assert fake_apiserver.deployment_history[job][-1] == "Running"  # KubeRay never failed it
+    assert fake_apiserver.names("rayclusters") == []
+    assert_nothing_left(fake_apiserver)
+
+
 def test_retried_submitter_delivers_each_line_once(fake_apiserver: FakeKubeApiServer) -> None:
     lines = tuple(f"line {i}" for i in range(6))
     fake_apiserver.scenario = Scenario(log_lines=lines, submitter_failures=2, crash_after_lines=3)

@@ -17,6 +17,15 @@ succeeds - a quota still held by the previous job's Terminating pods clears by i
 :class:`StartupWatch` turns these into a failure once they persist (``replica_failure_grace_s``,
 ``unschedulable_grace_s``) instead of waiting out the readiness timeout; a pod whose node is
 coming is waited for, up to that timeout.
+The submitter of a RayJob (the batch Job KubeRay creates once the cluster is ready,
+rayjob_controller.go ``createK8sJobIfNeed``) can be stuck the same two ways: a pod the API
+server refuses (a namespace CPU/memory ResourceQuota) is never created and the Job controller
+records only ``FailedCreate`` events on the Job ("Error creating: pods "…" is forbidden:
+exceeded quota: …"); a pod that fits no node stays Pending, Unschedulable. Neither gives the
+Job a ``JobFailed`` condition, so KubeRay v1.7 just requeues (rayjob_controller.go, case
+Running, ``checkSubmitterAndUpdateStatusIfNeeded``) and the RayJob stays Running with an empty
+``jobStatus`` until ``activeDeadlineSeconds``, holding its whole cluster.
+:class:`SubmitterWatch` fails such a job after the same grace as an unschedulable Ray pod.
 """
 
 from __future__ import annotations
@@ -37,6 +46,9 @@ PROVISIONER_SIGNALS = {
     ("karpenter", "FailedScheduling"): False,
 }
 AUTOSCALER_REASONS = {"TriggeredScaleUp": True, "NotTriggerScaleUp": False}
+SCALE_UP_REASONS = ("TriggeredScaleUp",)
+# Phases of a pod whose container has started (its log can be read).
+STARTED_PHASES = ("Running", "Succeeded", "Failed")
 
 
 def replica_failure(cluster_status: Mapping[str, Any] | None) -> str | None:
@@ -125,4 +137,57 @@ class StartupWatch:
             if scale_up_triggered(self.list_events(name)):
                 continue
             return (f"RayCluster {cluster_name}: pod {name} cannot be scheduled: {message}")
+        return None
+
+
+def failed_create(events: Sequence[Mapping[str, Any]]) -> str | None:
+    """The message of the newest pod-creation event of a Job (events sorted oldest first) when
+    it is the Job controller's ``FailedCreate`` (a refused pod), else None."""
+    relevant = [e for e in events if e.get("reason") in ("FailedCreate", "SuccessfulCreate")]
+    if relevant and relevant[-1].get("reason") == "FailedCreate":
+        return " ".join(str(relevant[-1].get("message") or "FailedCreate").split())
+    return None
+
+
+@dataclass
+class SubmitterWatch:
+    """Follows a RayJob's submitter Job across polls, once KubeRay reports the job Running.
+
+    :meth:`check` sets :attr:`started` once a submitter pod's container has started, and
+    returns the failure text once the Job has had no pod, its pods refused (``FailedCreate``),
+    for ``unschedulable_grace_s``, or a pod has been unschedulable that long with no scale-up
+    under way for it.
+    """
+
+    list_pods: Callable[[], list[dict[str, Any]]]
+    list_job_events: Callable[[], list[dict[str, Any]]]
+    list_pod_events: Callable[[str], list[dict[str, Any]]]
+    unschedulable_grace_s: float = 60.0
+    clock: Callable[[], float] = time.monotonic
+    started: bool = False
+    _stuck_since: dict[str, float] = field(default_factory=dict)
+
+    def check(self, job_name: str) -> str | None:
+        pods = self.list_pods()
+        if any((p.get("status") or {}).get("phase") in STARTED_PHASES for p in pods):
+            self.started = True
+            return None
+        stuck: dict[str, str] = {}
+        for pod in pods:
+            message = unschedulable_message(pod)
+            if message is not None:
+                stuck[(pod.get("metadata") or {}).get("name", "?")] = message
+        refused = None if pods else failed_create(self.list_job_events())
+        if refused is not None:
+            stuck[""] = refused
+        now = self.clock()
+        self._stuck_since = {k: self._stuck_since.get(k, now) for k in stuck}
+        for name, message in sorted(stuck.items()):
+            if now - self._stuck_since[name] < self.unschedulable_grace_s:
+                continue
+            if not name:
+                return f"submitter Job {job_name} cannot create its pod: {message}"
+            if scale_up_triggered(self.list_pod_events(name)):
+                continue
+            return f"submitter pod {name} of Job {job_name} cannot be scheduled: {message}"
         return None

@@ -20,12 +20,11 @@ from ads_ranking_pipelines.backends.kuberay.client import (
     NotFound,
 )
 from ads_ranking_pipelines.backends.kuberay.context import KubeRayContext
-from ads_ranking_pipelines.backends.kuberay.health import StartupWatch
+from ads_ranking_pipelines.backends.kuberay.health import StartupWatch, SubmitterWatch
 from ads_ranking_pipelines.backends.kuberay.logs import LogFollower
 from ads_ranking_pipelines.backends.kuberay.status import (
     FAILED_DEPLOYMENT,
     JOB_NAME_LABELS,
-    READY_DEPLOYMENT,
     failure_text,
     job_status_from_rayjob,
     owned,
@@ -52,32 +51,54 @@ class RayJobs:
             replica_failure_grace_s=self.ctx.replica_failure_grace_s,
             unschedulable_grace_s=self.ctx.unschedulable_grace_s)
 
+    def submitter_watch(self, namespace: str, name: str) -> SubmitterWatch:
+        client = self.ctx.client
+        return SubmitterWatch(
+            list_pods=lambda: self.submitter_pods(namespace, name),
+            list_job_events=lambda: client.list_events(
+                namespace, f"involvedObject.kind=Job,involvedObject.name={name}"),
+            list_pod_events=lambda pod: client.list_events(
+                namespace, f"involvedObject.kind=Pod,involvedObject.name={pod}"),
+            unschedulable_grace_s=self.ctx.unschedulable_grace_s)
+
     def wait_until_running(self, namespace: str, name: str, timeout_s: float | None = None) -> dict:
-        """Poll the RayJob until KubeRay reports its cluster up (``jobDeploymentStatus``
-        Running or Complete). Fails with KubeRay's / the scheduler's words as soon as the
-        deployment fails, the cluster still cannot create its pods (``ReplicaFailure``) after
-        ``replica_failure_grace_s`` or a Ray pod stays unschedulable with no node coming
-        (:class:`StartupWatch`), and on timeout."""
+        """Poll the RayJob until KubeRay reports its cluster up and the job submitted
+        (``jobDeploymentStatus`` Complete, or Running with a ``jobStatus`` or a started
+        submitter pod). Fails with KubeRay's / the scheduler's / the Job controller's words as
+        soon as the deployment fails, the cluster cannot create its pods (``ReplicaFailure``),
+        a Ray pod stays unschedulable (:class:`StartupWatch`) or the submitter Job's pod is
+        refused or unschedulable (:class:`SubmitterWatch`: KubeRay itself would wait until
+        ``activeDeadlineSeconds``), and on timeout."""
         watch = self.startup_watch(namespace)
+        submitter = self.submitter_watch(namespace, name)
 
         def ready(obj: dict[str, Any], status: dict[str, Any]) -> dict | None:
             deployment = status.get("jobDeploymentStatus") or ""
             if deployment in FAILED_DEPLOYMENT:
                 raise BackendError(failure_text("RayJob", name, namespace, status))
-            if deployment in READY_DEPLOYMENT:
+            if deployment == "Complete" or (deployment == "Running" and status.get("jobStatus")):
                 return status
+            if deployment == "Running":
+                problem = submitter.check(name)
+                return status if submitter.started else self._raise_if(namespace, name, problem)
             problem = watch.check(status.get("rayClusterName"), status.get("rayClusterStatus"))
-            if problem:
-                raise BackendError(f"RayJob {namespace}/{name}: {problem}")
-            return None
+            return self._raise_if(namespace, name, problem)
 
         def late(status: dict[str, Any], timeout_s: float) -> str:
             cluster = status.get("rayClusterStatus") or {}
-            return (f"RayJob {namespace}/{name} did not start within {timeout_s:.0f}s "
+            text = (f"RayJob {namespace}/{name} did not start within {timeout_s:.0f}s "
                     f"(jobDeploymentStatus {status.get('jobDeploymentStatus') or 'New'!r}, "
-                    f"RayCluster state {cluster.get('state') or 'unknown'!r})")
+                    f"RayCluster state {cluster.get('state') or 'unknown'!r}")
+            if status.get("jobDeploymentStatus") == "Running":
+                text += ", its submitter pod not started"
+            return text + ")"
 
         return self.ctx.poll_status(RAYJOBS, namespace, name, timeout_s, ready, late)
+
+    @staticmethod
+    def _raise_if(namespace: str, name: str, problem: str | None) -> None:
+        if problem:
+            raise BackendError(f"RayJob {namespace}/{name}: {problem}")
 
     def status(self, namespace: str, name: str) -> JobStatus:
         obj = calls.read_status(self.ctx.client, RAYJOBS, namespace, name,

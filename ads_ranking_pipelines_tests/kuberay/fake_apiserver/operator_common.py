@@ -40,6 +40,10 @@ class Scenario:
     was freed). ``scale_up`` / ``karpenter`` (``unschedulable``): cluster-autoscaler's
     ``TriggeredScaleUp`` / Karpenter's ``Nominated`` event for each stuck pod;
     ``schedulable_after_s``: the new node is up after that long and the pods are scheduled.
+    ``submitter``: ``start`` |
+    ``refused`` (the API server refuses its pod: a namespace quota; FailedCreate on the Job) |
+    ``unschedulable`` (its pod Pending, FailedScheduling). ``dashboard_wait_lines``: how many
+    times the submitter's wait loop says it is waiting for the dashboard before it submits.
     Times are real seconds.
     """
 
@@ -67,6 +71,14 @@ class Scenario:
         "Job entrypoint command failed with exit code 1, last available logs (truncated to "
         "20,000 chars):\nValueError: window has no _SUCCESS marker")
     deadline_after_s: float = 0.4
+    submitter: str = "start"
+    submitter_quota_message: str = (
+        'pods "%(pod)s" is forbidden: exceeded quota: compute-quota, requested: cpu=500m, '
+        "used: cpu=16, limited: cpu=16")
+    submitter_unschedulable_message: str = (
+        "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 "
+        "No preemption victims found for incoming pod.")
+    dashboard_wait_lines: int = 0
     execute: bool = False  # real Ray: pods are a local Ray cluster, the submitter runs the job
 
 
@@ -124,3 +136,20 @@ def start_due_pods(host: OperatorHost, now: float) -> None:
             status["conditions"] = [{"type": "PodScheduled", "status": "True"},
                                     {"type": "Ready", "status": "True"}]
             host.changed.notify_all()
+
+
+def emit_event(host: OperatorHost, ns: str, kind: str, name: str, reason: str, message: str,
+               component: str, warning: bool = True) -> None:
+    """A core Event about ``kind``/``name``, as the scheduler (``FailedScheduling``), the
+    cluster autoscaler (``TriggeredScaleUp``) or the Job controller (``FailedCreate``:
+    kubernetes pkg/controller/controller_utils.go ``RealPodControl.createPods``, reason
+    ``FailedCreatePodReason``, message ``"Error creating: <API error>"``) record it."""
+    host._resource_version += 1
+    host.events.append({
+        "apiVersion": "v1", "kind": "Event", "type": "Warning" if warning else "Normal",
+        "reason": reason, "message": message,
+        "metadata": {"name": f"{name}.{suffix(8)}", "namespace": ns,
+                     "resourceVersion": str(host._resource_version)},
+        "involvedObject": {"kind": kind, "name": name, "namespace": ns,
+                           "apiVersion": "batch/v1" if kind == "Job" else "v1"},
+        "lastTimestamp": now_rfc3339(), "count": 1, "source": {"component": component}})

@@ -48,6 +48,7 @@ from ads_ranking_pipelines_tests.kuberay import crd_schema
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.operator_common import (
     OperatorHost,
     Scenario,
+    emit_event,
     new_pod,
     scenario_for,
     suffix,
@@ -203,17 +204,32 @@ class RayJobController:
 
     def _new_submitter(self, key: tuple, obj: dict, sim: dict, now: float) -> None:
         """A pod of the submitter Job (``createNewK8sJob``): its log is the driver log from the
-        first line (``ray job logs --follow``)."""
+        first line (``ray job logs --follow``). A pod the API server refuses (quota) is not
+        created: the Job controller records ``FailedCreate`` on the Job; a pod that fits no
+        node stays Pending, Unschedulable (the scheduler's ``FailedScheduling``). Either way
+        the Job gets no ``JobFailed`` condition, so ``checkSubmitterAndUpdateStatusIfNeeded``
+        finds nothing and the RayJob stays Running with an empty ``jobStatus``
+        (rayjob_controller.go ~301-319) until ``activeDeadlineSeconds``."""
         spec = obj.get("spec") or {}
         scenario = scenario_for(self.host, key[2])
         labels = {**((spec.get("submitterPodTemplate") or {}).get("metadata") or {})
                   .get("labels", {}), "job-name": key[2], "batch.kubernetes.io/job-name": key[2]}
-        pod = new_pod(self.host, key[1], f"{key[2]}-{suffix()}", labels, obj, "ray-job-submitter",
-                            scenario.pod_running_after_s)
-        sim.update(pod=(key[1], pod.obj["metadata"]["name"]), line=0,
-                   next_line_at=now + scenario.pod_running_after_s,
-                   attempts=sim.get("attempts", 0) + 1)
+        pod_name = f"{key[2]}-{suffix()}"
+        sim.update(attempts=sim.get("attempts", 0) + 1, pod=None)
         sim.setdefault("running_at", None)
+        if scenario.submitter == "refused":
+            emit_event(self.host, key[1], "Job", key[2], "FailedCreate", "Error creating: "
+                       + scenario.submitter_quota_message % {"pod": pod_name}, "job-controller")
+            return
+        stuck = scenario.submitter_unschedulable_message \
+            if scenario.submitter == "unschedulable" else None
+        pod = new_pod(self.host, key[1], pod_name, labels, obj, "ray-job-submitter",
+                      scenario.pod_running_after_s, unschedulable=stuck)
+        if stuck:
+            emit_event(self.host, key[1], "Pod", pod_name, "FailedScheduling", stuck,
+                       "default-scheduler")
+        sim.update(pod=(key[1], pod_name), line=0,
+                   next_line_at=now + scenario.pod_running_after_s)
 
     def _job_waiting(self, key: tuple, obj: dict, sim: dict, now: float) -> None:
         """case Waiting (InteractiveMode): Running once ``spec.jobId`` is set."""
