@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -77,11 +78,12 @@ def test_the_limit_is_the_instance_run_queue_s_else_the_catalog_s(tmp_path):
         assert "max_concurrent_runs" in limit.source
 
 
-def test_no_wait_refuses_while_the_pool_s_slot_is_taken(tmp_path):
+@pytest.mark.parametrize("command", [["run", "--date", DAY], ["backfill", "--from", DAY, "--to", "2026-03-11"]])
+def test_no_wait_refuses_while_the_pool_s_slot_is_taken(tmp_path, command):
     home = _home(tmp_path)
     with dg.DagsterInstance.from_config(str(home)) as instance:
         held = _hold(instance)
-    result = run_cli("pipeline", "run", "--date", DAY, "--gpu-pool", "local", "--no-wait",
+    result = run_cli("pipeline", *command, "--gpu-pool", "local", "--no-wait",
                      "--source", str(_empty_parquet_source(tmp_path)), env=cli_env(tmp_path, DAGSTER_HOME=str(home)))
     assert result.returncode == 1, result
     assert "pool 'local' allows 1 concurrent run" in result.stderr and held.run_id in result.stderr
@@ -118,6 +120,74 @@ def test_a_run_waits_for_the_slot_and_starts_once_it_is_free(tmp_path):
     run_id = json.loads(out.strip().splitlines()[-1])["run_id"]
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert _window(instance, run_id)[0] >= _window(instance, held.run_id)[1]
+
+
+@dg.op
+def _first_step() -> float:
+    return time.time()
+
+
+@dg.job(tags={GPU_POOL_TAG: "local"})
+def _pool_job():
+    _first_step()
+
+
+@dg.op
+def _slow_step() -> None:
+    time.sleep(8)
+
+
+@dg.job(tags={GPU_POOL_TAG: "local"})
+def _slow_pool_job():
+    _slow_step()
+
+
+def test_two_claims_at_once_do_not_both_get_the_last_slot(tmp_path):
+    """A claim holds the pool's lock until its run is STARTED: a second claim made meanwhile
+    waits for the lock, then counts that run (here it refuses, ``wait=False``)."""
+    from ads_ranking_pipelines.cli.pool_slot import PoolBusy, PoolSlot
+
+    home = str(_home(tmp_path))
+    outcome: list[str] = []
+
+    def second_claim() -> None:
+        with dg.DagsterInstance.from_config(home) as other:
+            try:
+                with PoolSlot(other, pool_limit(other, "local", load_catalog(None)), str(uuid.uuid4()), print,
+                              wait=False):
+                    outcome.append("took the slot")
+            except PoolBusy:
+                outcome.append("refused")
+
+    with dg.DagsterInstance.from_config(home) as instance:
+        run_id = str(uuid.uuid4())
+        with PoolSlot(instance, pool_limit(instance, "local", load_catalog(None)), run_id, print, settle_s=0):
+            claim = threading.Thread(target=second_claim)
+            claim.start()
+            claim.join(3.0)
+            assert claim.is_alive() and outcome == [], "the second claim did not wait for the first's run to start"
+            _slow_pool_job.execute_in_process(instance=instance, run_id=run_id)
+        claim.join(30)
+    assert outcome == ["refused"]
+
+
+def test_a_run_the_queue_starts_at_the_same_moment_goes_first(tmp_path):
+    """The race the lock cannot close: the queue daemon counted the runs just before this run
+    was STARTED and starts a queued one just after. The CLI's run yields before its first step."""
+    from ads_ranking_pipelines.cli.pool_slot import PoolSlot
+
+    said: list[str] = []
+    with dg.DagsterInstance.from_config(str(_home(tmp_path))) as instance:
+        limit = pool_limit(instance, "local", load_catalog(None))
+        run_id = str(uuid.uuid4())
+        with PoolSlot(instance, limit, run_id, said.append, poll_s=0.5, settle_s=0.5):
+            dequeued = _hold(instance)          # started by the daemon after our count
+            ended = threading.Timer(3.0, instance.report_run_canceled, [dequeued])
+            ended.start()
+            result = _pool_job.execute_in_process(instance=instance, run_id=run_id)
+            ended.join()
+        assert result.success and result.output_for_node("_first_step") >= _window(instance, dequeued.run_id)[1]
+    assert len(said) == 1 and dequeued.run_id in said[0] and "before its first step" in said[0], said
 
 
 def _start(cmd: list[str], env: dict, out: Path) -> subprocess.Popen:
