@@ -90,6 +90,7 @@ _OPTS = dict(
     verbose=typer.Option(False, "--verbose", "-v", help="Print the full Dagster event log."),
     param=typer.Option(None, "--param", help="Any training field, FIELD=VALUE (repeatable), e.g. learning_rate=0.02."),
     gate=typer.Option(None, "--gate", help="A gate threshold, FIELD=VALUE (repeatable), e.g. max_auc_drop_vs_champion=0.01."),
+    no_wait=typer.Option(False, "--no-wait", help="Exit 1 instead of waiting when the GPU pool is at its run limit."),
 )
 
 
@@ -150,12 +151,13 @@ def run(
     batch_size: Optional[int] = _OPTS["batch_size"], gpu_pool: Optional[str] = _OPTS["gpu_pool"],
     model_name: Optional[str] = _OPTS["model_name"], rows_per_day: Optional[int] = _OPTS["rows_per_day"],
     verbose: bool = _OPTS["verbose"], param: Optional[list[str]] = _OPTS["param"],
-    gate: Optional[list[str]] = _OPTS["gate"],
+    gate: Optional[list[str]] = _OPTS["gate"], no_wait: bool = _OPTS["no_wait"],
 ) -> None:
     """Run daily_retraining for one day; the last line printed is one JSON object."""
     day = _day(date, "--date")
     params, src = _inputs(source, window_days, workers, epochs, batch_size, gpu_pool, model_name, rows_per_day, param)
-    _finish(run_pipeline(day, params, src, dict(os.environ), verbose=verbose, evaluation=_gates(gate)))
+    _finish(run_pipeline(day, params, src, dict(os.environ), verbose=verbose, evaluation=_gates(gate),
+                         wait=not no_wait))
 
 
 @app.command("backfill")
@@ -169,7 +171,7 @@ def backfill(
     batch_size: Optional[int] = _OPTS["batch_size"], gpu_pool: Optional[str] = _OPTS["gpu_pool"],
     model_name: Optional[str] = _OPTS["model_name"], rows_per_day: Optional[int] = _OPTS["rows_per_day"],
     verbose: bool = _OPTS["verbose"], param: Optional[list[str]] = _OPTS["param"],
-    gate: Optional[list[str]] = _OPTS["gate"],
+    gate: Optional[list[str]] = _OPTS["gate"], no_wait: bool = _OPTS["no_wait"],
 ) -> None:
     """Run daily_retraining over a date range as ONE run on one cluster: one version per day, in date order."""
     d1, d2 = _day(first, "--from"), _day(last, "--to")
@@ -177,7 +179,7 @@ def backfill(
         fail(f"invalid --to={d2}: before --from={d1}", EXIT_INVALID)
     params, src = _inputs(source, window_days, workers, epochs, batch_size, gpu_pool, model_name, rows_per_day, param)
     _finish(run_pipeline(d1, params, src, dict(os.environ), verbose=verbose, last=d2, warm_start=warm_start,
-                         evaluation=_gates(gate)))
+                         evaluation=_gates(gate), wait=not no_wait))
 
 
 def _finish(summary: dict[str, Any]) -> None:
@@ -253,11 +255,27 @@ def _warnings_only(record: logging.LogRecord) -> bool:
     return record.levelno >= logging.WARNING
 
 
+def _take_pool_slot(stack: contextlib.ExitStack, instance: Any, pool: str, run_id: str, environ: dict[str, str],
+                    wait: bool) -> None:
+    """Hold the run's slot of its GPU pool (``cli/pool_slot.py``) until ``stack`` closes. With
+    ``wait=False`` a full pool exits 1, not 2: the input is valid (2 is for bad input) and the same
+    command succeeds once the pool has room."""
+    from ads_ranking_pipelines.cli.pool_slot import PoolBusy, PoolSlot, pool_limit
+    from ads_ranking_pipelines.config.pools import catalog_path_from_env, load_catalog
+
+    limit = pool_limit(instance, pool, load_catalog(catalog_path_from_env(environ)))
+    try:
+        stack.enter_context(PoolSlot(instance, limit, run_id, lambda m: typer.echo(m, err=True), wait=wait))
+    except PoolBusy as exc:
+        fail(str(exc), EXIT_RUNTIME)
+
+
 def run_pipeline(day: dt.date, params: TrainingParams, source: SourceConfig, environ: dict[str, str],
                  verbose: bool = True, last: dt.date | None = None, warm_start: bool | None = None,
-                 evaluation: dict[str, Any] | None = None) -> dict[str, Any]:
+                 evaluation: dict[str, Any] | None = None, wait: bool = True) -> dict[str, Any]:
     """Execute the job for ``day`` (or ``day..last`` in one run) in this process, recorded in the
-    Dagster instance; returns the summary (the JSON line)."""
+    Dagster instance, once the run's GPU pool has a slot (or exit 1 with ``wait=False``); returns
+    the summary (the JSON line)."""
     import uuid
 
     import dagster as dg
@@ -282,7 +300,9 @@ def run_pipeline(day: dt.date, params: TrainingParams, source: SourceConfig, env
     run_id = str(uuid.uuid4())
     with dg.DagsterInstance.get() as instance:
         narrator = RunNarrator(instance, run_id, typer.echo) if not verbose else contextlib.nullcontext()
-        with narrator:
+        with contextlib.ExitStack() as stack:
+            _take_pool_slot(stack, instance, params.gpu_pool, run_id, environ, wait)
+            stack.enter_context(narrator)
             result = job.execute_in_process(
                 run_config=run_config(params, source, warm_start, evaluation, verbose=verbose), instance=instance,
                 partition_key=day.isoformat() if last == day else None, tags=tags, run_id=run_id,
