@@ -18,6 +18,7 @@ from ads_ranking_pipelines.config.cluster import ClusterRequest
 
 class JobState(str, enum.Enum):
     PENDING = "PENDING"
+    QUEUED = "QUEUED"  # waiting for admission (Kueue: suspended, quota not reserved); not an end
     RUNNING = "RUNNING"
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"

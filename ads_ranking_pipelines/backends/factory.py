@@ -59,6 +59,21 @@ def run_request(params: TrainingParams, run_id: str, **fields: Any) -> ClusterRe
         cpus_per_worker=params.cpus_per_worker, **fields)
 
 
+SCHEDULE_TAG = "dagster/schedule_name"
+BACKFILL_TAG = "dagster/backfill"
+
+
+def run_kind(run_tags: Mapping[str, str] | None) -> str:
+    """What a Dagster run is, for its Kueue priority: a schedule's run, a backfill's, else a
+    manual launch (Dagster's own ``dagster/schedule_name`` / ``dagster/backfill`` tags)."""
+    tags = run_tags or {}
+    if tags.get(SCHEDULE_TAG):
+        return "scheduled"
+    if tags.get(BACKFILL_TAG):
+        return "backfill"
+    return "manual"
+
+
 def ray_image(settings: Settings, configured: str | None = None,
               run_tags: Mapping[str, str] | None = None) -> str | None:
     """The Ray pods' image: the resource's ``image``, else the run's ``dagster/image`` tag

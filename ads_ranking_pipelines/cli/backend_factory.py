@@ -112,10 +112,13 @@ def build_request(env: CliEnv, *, name: str | None, owner: str | None, gpu_pool:
                   workers: int, gpus_per_worker: int, cpus_per_worker: float | None, memory: str | None,
                   head_cpus: float, head_memory: str, image: str | None, namespace: str | None,
                   labels: list[str] | None, autoscaling: bool,
-                  kuberay: bool = True) -> ResolvedRequest:
+                  kuberay: bool = True, run_kind: str = "interactive",
+                  priority_class: str | None = None) -> ResolvedRequest:
     """A ClusterRequest from CLI options, resolved against the catalog once (exit 2 with
     every problem otherwise). For KubeRay (``kuberay``) the image - ``--image``, else
-    ``ADS_RANKING_RAY_IMAGE`` - must be one built from this repository's Dockerfile."""
+    ``ADS_RANKING_RAY_IMAGE`` - must be one built from this repository's Dockerfile.
+    ``run_kind``/``priority_class``: the Kueue priority on a Kueue pool (a CLI cluster is
+    interactive, a CLI-launched job manual)."""
     catalog = env.catalog
     pool_name = gpu_pool or env.settings.default_pool or catalog.default_pool
     owner = owner or env.default_owner
@@ -124,7 +127,7 @@ def build_request(env: CliEnv, *, name: str | None, owner: str | None, gpu_pool:
         "workers": workers, "gpus_per_worker": gpus_per_worker,
         "cpus_per_worker": cpus_per_worker, "memory_per_worker": memory,
         "head_cpus": head_cpus, "head_memory": head_memory, "labels": parse_labels(labels),
-        "autoscaling": autoscaling,
+        "autoscaling": autoscaling, "run_kind": run_kind, "priority_class": priority_class,
     }
     fields["namespace"] = namespace or env.settings.namespace
     image = image or env.settings.ray_image

@@ -93,6 +93,9 @@ def render_cmd(
     submission_id: Optional[str] = typer.Option(None, "--submission-id",
                                                 help="Ray job id (--kind rayjob); default: the name."),
     output: render.Output = typer.Option(render.Output.yaml, "--output", "-o", help="yaml or json"),
+    priority_class: Optional[str] = typer.Option(
+        None, "--priority-class", help="Kueue WorkloadPriorityClass (a Kueue pool only); "
+        "default: the pool's for an interactive cluster / a manual job."),
 ) -> None:
     """Print the manifest for a cluster request. No API calls."""
     from ads_ranking_pipelines.kuberay.notebook import with_notebook
@@ -108,7 +111,9 @@ def render_cmd(
     resolved = _request(env, name=name, owner=owner, gpu_pool=gpu_pool, workers=workers,
                         gpus_per_worker=gpus_per_worker, cpus_per_worker=cpus_per_worker,
                         memory=memory, head_cpus=head_cpus, head_memory=head_memory, image=image,
-                        namespace=namespace, labels=label, autoscaling=autoscaling)
+                        namespace=namespace, labels=label, autoscaling=autoscaling,
+                        run_kind="interactive" if kind == "raycluster" else "manual",
+                        priority_class=priority_class)
     try:
         if kind == "raycluster":
             manifest = build_raycluster(resolved)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 RFC1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -51,6 +53,12 @@ class ClusterRequest(BaseModel):
         "cluster in Initializing until the active deadline.",
     )
     labels: dict[str, str] = Field(default_factory=dict)
+    run_kind: Literal["scheduled", "manual", "backfill", "interactive"] = Field(
+        "manual", description="What the cluster is for; on a Kueue pool it picks the pool's "
+        "WorkloadPriorityClass (pools.yaml kueue.priority_classes).")
+    priority_class: str | None = Field(
+        None, description="Kueue WorkloadPriorityClass overriding the pool's for run_kind "
+        "(only on a pool with `kueue:`).")
     autoscaling: bool = Field(
         False,
         description="KubeRay in-tree autoscaler: workers scale between 0 and `workers`.",
@@ -81,6 +89,14 @@ class ClusterRequest(BaseModel):
                 f"{v!r} is not an RFC 1123 label (lowercase letters, digits and '-', "
                 "starting and ending with a letter or digit)"
             )
+        return v
+
+    @field_validator("priority_class")
+    @classmethod
+    def _priority_class_name(cls, v: str | None) -> str | None:
+        if v is not None and (len(v) > 63 or not RFC1123_SUBDOMAIN.match(v)):
+            raise ValueError(f"{v!r} is not a WorkloadPriorityClass name (an RFC 1123 subdomain "
+                             "of at most 63 characters, e.g. backfill-low)")
         return v
 
     @field_validator("shared_volume_claim")

@@ -4,7 +4,8 @@
   which first tags an untagged training run, e.g. a backfill from the UI's asset graph, with
   the pool its config implies): at most ``max_concurrent_runs`` runs overall and, per GPU pool,
   the pool's ``max_concurrent_runs`` runs tagged ``ads-ranking/gpu-pool: <pool>`` (a second
-  run on a pool at its limit waits; a run on another pool starts at once);
+  run on a pool at its limit waits; a run on another pool starts at once); a Kueue pool with
+  ``max_concurrent_runs`` unset gets no tag limit (Kueue's ClusterQueue quota admits its jobs);
 * run monitoring on, with a run launcher whose health check sees a dead run process
   (``defs.run_launcher.ProcessCheckingRunLauncher``; Dagster's default launcher cannot tell):
   a run whose process died (killed, out of memory) is marked failed within one poll and frees
@@ -29,7 +30,8 @@ HEADER = ("# Generated from the GPU pool catalog by `ads-ranking instance dagste
 def instance_settings(catalog: PoolCatalog, max_concurrent_runs: int = 10,
                       run_start_timeout_s: int = 180, poll_interval_s: int = 15) -> dict[str, Any]:
     limits = [{"key": GPU_POOL_TAG, "value": pool.name, "limit": pool.max_concurrent_runs}
-              for pool in sorted(catalog, key=lambda p: p.name)]
+              for pool in sorted(catalog, key=lambda p: p.name)
+              if pool.max_concurrent_runs is not None]  # a Kueue pool may leave it to Kueue
     return {
         "run_coordinator": {       # Dagster's QueuedRunCoordinator + pool tags on untagged training runs
             "module": "ads_ranking_pipelines.defs.run_coordinator",

@@ -140,6 +140,42 @@ class Toleration(BaseModel):
         return self.model_dump(exclude_none=True)
 
 
+RUN_KINDS = ("scheduled", "manual", "backfill", "interactive")
+RunKind = Literal["scheduled", "manual", "backfill", "interactive"]
+_K8S_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
+_LABEL_VALUE_PATTERN = r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+
+
+class KueuePriorityClasses(BaseModel):
+    """The Kueue ``WorkloadPriorityClass`` for each kind of run on a pool (None: Kueue's
+    default priority for the queue)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    scheduled: str | None = Field(None, pattern=_K8S_NAME_PATTERN)
+    manual: str | None = Field(None, pattern=_K8S_NAME_PATTERN)
+    backfill: str | None = Field(None, pattern=_K8S_NAME_PATTERN)
+    interactive: str | None = Field(None, pattern=_K8S_NAME_PATTERN)
+
+
+class KueueQueue(BaseModel):
+    """A pool shared through Kueue (kubernetes-sigs/kueue): its RayJobs and RayClusters are
+    created suspended, labelled ``kueue.x-k8s.io/queue-name: <local_queue>`` (and
+    ``kueue.x-k8s.io/priority-class``), and Kueue admits them when the ClusterQueue behind the
+    LocalQueue has quota for them. The cluster admins own the LocalQueue and ClusterQueue."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    local_queue: str = Field(..., pattern=_LABEL_VALUE_PATTERN,
+                             description="Name of the Kueue LocalQueue in the Ray namespace.")
+    priority_classes: KueuePriorityClasses = Field(default_factory=KueuePriorityClasses)
+
+    def priority_class(self, run_kind: str) -> str | None:
+        if run_kind not in RUN_KINDS:
+            raise ValueError(f"unknown run kind {run_kind!r}; valid: {', '.join(RUN_KINDS)}")
+        return getattr(self.priority_classes, run_kind)
+
+
 class GpuPool(BaseModel):
     """A node pool: the shape of one node and how many workers the pool may hold."""
 
@@ -160,10 +196,13 @@ class GpuPool(BaseModel):
     cpus_per_node: float = Field(..., gt=0)
     memory_per_node: str
     max_workers: int = Field(..., ge=0, le=256)
-    max_concurrent_runs: int = Field(
+    max_concurrent_runs: int | None = Field(
         1, ge=1, le=1000, description="Dagster runs on this pool at once; more wait in the run queue "
-        "(QueuedRunCoordinator limit on the ads-ranking/gpu-pool tag, generated into dagster.yaml).")
+        "(QueuedRunCoordinator limit on the ads-ranking/gpu-pool tag, generated into dagster.yaml). "
+        "None (only on a Kueue pool): no Dagster-side limit, Kueue's quota decides.")
     local: bool = False
+    kueue: KueueQueue | None = Field(
+        None, description="Share the pool through this Kueue LocalQueue; None: no Kueue.")
 
     @field_validator("memory_per_node")
     @classmethod
@@ -182,6 +221,11 @@ class GpuPool(BaseModel):
             raise ValueError(f"pool {self.name!r} names a GPU type but has gpus_per_node 0")
         if self.local and (self.node_selector or self.tolerations):
             raise ValueError(f"local pool {self.name!r} cannot select or tolerate nodes")
+        if self.local and self.kueue is not None:
+            raise ValueError(f"local pool {self.name!r} cannot use Kueue (no Kubernetes)")
+        if self.max_concurrent_runs is None and self.kueue is None:
+            raise ValueError(f"pool {self.name!r} has max_concurrent_runs unset; valid: 1-1000, "
+                             "or unset only on a pool with `kueue:` (Kueue's quota limits it)")
         return self
 
     @property

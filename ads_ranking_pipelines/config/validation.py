@@ -324,6 +324,11 @@ def resolve_request(request: ClusterRequest, catalog: PoolCatalog, *,
     if pool is not None:
         problems.extend(_gpu_problems(request, pool, catalog))
         problems.extend(_fit_problems(request, pool, worker_millis, worker_memory))
+        if request.priority_class and pool.kueue is None:
+            problems.append(RequestError(
+                "priority_class", request.priority_class,
+                "unset, or a pool with `kueue:` in the catalog", f"pool {pool.name!r} has no "
+                "Kueue queue"))
     problems.extend(_label_problems(request.labels))
     problems.extend(extra_problems)
     if pool is None or problems:

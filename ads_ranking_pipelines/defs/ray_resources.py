@@ -52,6 +52,7 @@ class RayClusterResource(dg.ConfigurableResource):
     _lease: Any = PrivateAttr(default=None)
     _dagster_home: Any = PrivateAttr(default=None)
     _storage_root: Any = PrivateAttr(default=None)
+    _log: Any = PrivateAttr(default=None)
 
     backend_name: ClassVar[str] = "?"
 
@@ -121,6 +122,7 @@ class RayClusterResource(dg.ConfigurableResource):
         if storage_root and run_id:
             lease = LeaseSpec(StorageLayout(storage_root).controller_lease(run_id), self.controller_timeout_s)
             self._lease = stack.enter_context(LeaseWriter(lease))
+        self._log = log
         if log is not None:
             log.info(f"provisioning Ray cluster {req.name} on backend {self.backend_name!r}: "
                      f"{req.workers} worker(s) in pool {req.gpu_pool!r}")
@@ -208,6 +210,12 @@ class KubeRayResource(RayClusterResource):
     dev_working_tree: Optional[str] = Field(
         None, description="Development mode: ship this working tree's package to the Ray pods "
         "(zipped under the storage root, Ray runtime_env py_modules) on top of the image.")
+    priority_class: Optional[str] = Field(
+        None, description="Kueue WorkloadPriorityClass for this run (a Kueue pool only); "
+        "default: the pool's for a scheduled run, a backfill or a manual launch.")
+    queue_wait_limit_s: Optional[float] = Field(
+        12 * 3600.0, gt=0, description="On a Kueue pool: how long a job may wait for "
+        "admission before the run fails with Kueue's words (None: no limit).")
 
     backend_name: ClassVar[str] = "kuberay"
 
@@ -227,7 +235,8 @@ class KubeRayResource(RayClusterResource):
     def request_fields(self) -> dict[str, Any]:
         settings = self.settings()
         image = factory.ray_image(settings, self.image, self._run_tags)
-        return factory.kuberay_fields(settings, image)
+        return {**factory.kuberay_fields(settings, image),
+                "run_kind": factory.run_kind(self._run_tags), "priority_class": self.priority_class}
 
     def resolve(self, request: ClusterRequest, catalog: PoolCatalog) -> ResolvedRequest:
         problems = factory.dev_mode_problems(self.settings()) if self.dev_working_tree else []
@@ -244,8 +253,12 @@ class KubeRayResource(RayClusterResource):
         from ads_ranking_pipelines.backends.base import BackendError
 
         try:
+            log = self._log
             return factory.kuberay_backend(self.settings(), self.catalog(),
                                            ready_timeout_s=self.ready_timeout_s,
+                                           queue_wait_limit_s=self.queue_wait_limit_s,
+                                           on_queue=(lambda text: log.info(f"[kueue] {text}"))
+                                           if log is not None else None,
                                            run_id=run_id, code_location=code_location,
                                            py_modules=self.dev_py_modules())
         except BackendError as exc:

@@ -18,7 +18,7 @@ from typing import Any
 
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.validation import ResolvedRequest
-from ads_ranking_pipelines.kuberay import rules
+from ads_ranking_pipelines.kuberay import kueue, rules
 from ads_ranking_pipelines.kuberay.labels import TEMPLATE_VERSION, build_labels
 from ads_ranking_pipelines.kuberay.pod import (
     container_security_context,
@@ -119,5 +119,6 @@ def build_raycluster(
                      "labels": all_labels},
         "spec": build_raycluster_spec(resolved, pod_labels=all_labels),
     }
+    kueue.apply_to_manifest(manifest, resolved)  # a Kueue pool: labelled, created suspended
     rules.check_raycluster(manifest)
     return manifest

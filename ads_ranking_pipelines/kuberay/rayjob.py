@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from ads_ranking_pipelines.config.validation import RequestError, ResolvedRequest
-from ads_ranking_pipelines.kuberay import rules
+from ads_ranking_pipelines.kuberay import kueue, rules
 from ads_ranking_pipelines.kuberay.labels import build_labels
 from ads_ranking_pipelines.kuberay.pod import submitter_pod_template
 from ads_ranking_pipelines.kuberay.raycluster import API_VERSION, build_raycluster_spec
@@ -93,7 +93,9 @@ def build_rayjob(
     :func:`cleanup_fields`): with ``rules`` the operator deletes the cluster as soon as the
     job ends and the RayJob itself ``request.ttl_seconds_after_finished`` later; with
     ``shutdown`` it deletes only the cluster (after the TTL) and the garbage collector must
-    remove the RayJob. ``runtime_env`` is Ray's runtime_env dict
+    remove the RayJob. On a Kueue pool (:mod:`.kueue`) the RayJob is labelled for its
+    LocalQueue, created suspended, cleans up with ``shutdown`` whatever ``deletion`` says and
+    has no pre-running deadline. ``runtime_env`` is Ray's runtime_env dict
     (rendered as ``runtimeEnvYAML``); it must not carry credentials. Raises
     ``RequestError``/``RuleError`` naming the offending argument or manifest field.
     """
@@ -107,6 +109,9 @@ def build_rayjob(
                            "becomes the Ray job id")
     all_labels = build_labels(resolved, labels=labels, run_id=run_id,
                               code_location=code_location)
+    queued = resolved.pool.kueue is not None
+    if queued:
+        deletion = DELETION_SHUTDOWN  # the only mode a suspendable RayJob may use (kueue #3994)
     spec: dict[str, Any] = {
         "entrypoint": entrypoint,
         "jobId": submission_id,
@@ -116,6 +121,8 @@ def build_rayjob(
         "backoffLimit": backoff_limit,
         **cleanup_fields(deletion, request.ttl_seconds_after_finished),
     }
+    if queued:  # counted from the start: it would reap a job waiting in Kueue's queue
+        del spec["preRunningDeadlineSeconds"]
     env_yaml = _runtime_env_yaml(runtime_env)
     if env_yaml is not None:
         spec["runtimeEnvYAML"] = env_yaml
@@ -128,5 +135,6 @@ def build_rayjob(
         "metadata": {"name": request.name, "namespace": request.namespace, "labels": all_labels},
         "spec": spec,
     }
+    kueue.apply_to_manifest(manifest, resolved)
     rules.check_rayjob(manifest)
     return manifest

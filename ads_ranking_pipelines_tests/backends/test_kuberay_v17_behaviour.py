@@ -226,10 +226,19 @@ def test_fake_retries_a_failed_rayjob_within_its_backoff_limit(fake_apiserver: F
 
 
 def test_fake_suspends_a_suspended_rayjob(fake_apiserver: FakeKubeApiServer) -> None:
+    """A RayJob created with spec.suspend (KubeRay v1.7 case New) goes Suspended and makes
+    no cluster; suspend needs shutdownAfterJobFinishes (ValidateRayJobSpec). Without a Kueue
+    label nothing will resume it: STOPPED."""
+    from ads_ranking_pipelines.kuberay.rayjob import cleanup_fields
+
     backend = make_backend(fake_apiserver)
-    backend.client.create("rayjobs", NS, _raw_rayjob(backend, "paused", suspend=True))
+    manifest = _raw_rayjob(backend, "paused", suspend=True)
+    manifest["spec"].pop("deletionStrategy")
+    manifest["spec"].update(cleanup_fields("shutdown", 60))
+    backend.client.create("rayjobs", NS, manifest)
     states = _deployment_states(fake_apiserver, "paused", {"Suspended"})
-    assert states[-2:] == ["Suspending", "Suspended"]
+    assert states == ["Suspended"]
+    assert fake_apiserver.names("rayclusters") == []
     assert backend.job_status(NS, "paused").state is JobState.STOPPED
     backend.stop_job(NS, "paused")
     assert_nothing_left(fake_apiserver)

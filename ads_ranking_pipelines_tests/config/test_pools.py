@@ -186,3 +186,26 @@ def test_example_catalogs_for_other_providers_load(name: str, provider: str) -> 
     assert catalog.provider == provider and "h100-80gb" in catalog
     label = NODE_LABEL_PROVIDERS[provider].gpu_label
     assert all(label in p.node_selector for p in catalog if p.has_gpus)
+
+
+# ---- Kueue pools -------------------------------------------------------------------------------
+def test_kueue_pool_leaves_the_run_limit_to_kueue_and_others_must_keep_one() -> None:
+    from ads_ranking_pipelines.config.dagster_instance import GPU_POOL_TAG, instance_settings
+
+    catalog = load_catalog(EXAMPLES / "gke-kueue.yaml")
+    h100 = catalog.get("h100-80gb")
+    assert h100.kueue is not None and h100.kueue.local_queue == "ads-ranking-h100"
+    assert h100.kueue.priority_class("backfill") == "ads-ranking-backfill"
+    assert h100.max_concurrent_runs is None
+    limits = instance_settings(catalog)["run_coordinator"]["config"]["tag_concurrency_limits"]
+    assert {entry["value"] for entry in limits} == {"local", "l4"}  # none for the Kueue pool
+    assert all(entry["key"] == GPU_POOL_TAG for entry in limits)
+    base = {"name": "gpu", "cpus_per_node": 8, "memory_per_node": "32Gi", "max_workers": 1}
+    with pytest.raises(ValueError, match="max_concurrent_runs unset.*kueue"):
+        GpuPool(**base, max_concurrent_runs=None)
+    with pytest.raises(ValueError, match="local_queue"):
+        GpuPool(**base, kueue={"local_queue": "Not A Name!"})
+    with pytest.raises(ValueError, match="priority_classes"):
+        GpuPool(**base, kueue={"local_queue": "q", "priority_classes": {"urgent": "x"}})
+    with pytest.raises(ValueError, match="cannot use Kueue"):
+        GpuPool(**base, local=True, kueue={"local_queue": "q"})

@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from ads_ranking_pipelines.backends.kuberay.permissions import (
+    KUEUE_PERMISSIONS,
     NOTEBOOK_PERMISSIONS,
     PERMISSIONS,
     ApiPermission,
@@ -26,10 +27,13 @@ from ads_ranking_pipelines.backends.kuberay.permissions import (
 CHART_DIR = Path(__file__).resolve().parents[2] / "helm" / "ads-ranking-pipelines"
 RULES_FILE = CHART_DIR / "files" / "kuberay-rbac.yaml"
 NOTEBOOK_RULES_FILE = CHART_DIR / "files" / "xray-notebook-rbac.yaml"
+KUEUE_RULES_FILE = CHART_DIR / "files" / "kueue-rbac.yaml"
 README = CHART_DIR.parent / "README.md"
 TABLE_START, TABLE_END = "<!-- rbac-table:start -->\n", "<!-- rbac-table:end -->"
 NOTEBOOK_TABLE_START = "<!-- xray-notebook-rbac-table:start -->\n"
 NOTEBOOK_TABLE_END = "<!-- xray-notebook-rbac-table:end -->"
+KUEUE_TABLE_START = "<!-- kueue-rbac-table:start -->\n"
+KUEUE_TABLE_END = "<!-- kueue-rbac-table:end -->"
 
 HEADER = """\
 # GENERATED from ads_ranking_pipelines/backends/kuberay/permissions.py (rbac_rules()).
@@ -42,9 +46,14 @@ HEADER = """\
 def rules_file_text(permissions: tuple[ApiPermission, ...] = PERMISSIONS) -> str:
     """What ``files/kuberay-rbac.yaml`` (or, for :data:`NOTEBOOK_PERMISSIONS`,
     ``files/xray-notebook-rbac.yaml``) must hold for the backend's current table."""
-    header = HEADER if permissions is PERMISSIONS else HEADER.replace(
-        "(rbac_rules())", "(rbac_rules(NOTEBOOK_PERMISSIONS))").replace(
-        "The chart's Role", "X-Ray's notebooks Role")
+    if permissions is PERMISSIONS:
+        header = HEADER
+    elif permissions is KUEUE_PERMISSIONS:
+        header = HEADER.replace("(rbac_rules())", "(rbac_rules(KUEUE_PERMISSIONS))").replace(
+            "The chart's Role grants", "With kueue.enabled the chart's Role also grants")
+    else:
+        header = HEADER.replace("(rbac_rules())", "(rbac_rules(NOTEBOOK_PERMISSIONS))").replace(
+            "The chart's Role", "X-Ray's notebooks Role")
     return header + yaml.safe_dump({"rules": rbac_rules(permissions)}, sort_keys=False)
 
 
@@ -65,7 +74,8 @@ def readme_table(permissions: tuple[ApiPermission, ...] = PERMISSIONS) -> str:
 def readme_with_table(text: str) -> str:
     for (begin, end), permissions in (((TABLE_START, TABLE_END), PERMISSIONS),
                                       ((NOTEBOOK_TABLE_START, NOTEBOOK_TABLE_END),
-                                       NOTEBOOK_PERMISSIONS)):
+                                       NOTEBOOK_PERMISSIONS),
+                                      ((KUEUE_TABLE_START, KUEUE_TABLE_END), KUEUE_PERMISSIONS)):
         start = text.index(begin) + len(begin)
         text = text[:start] + readme_table(permissions) + text[text.index(end):]
     return text
@@ -74,6 +84,7 @@ def readme_with_table(text: str) -> str:
 def main() -> int:
     RULES_FILE.write_text(rules_file_text(), encoding="utf-8")
     NOTEBOOK_RULES_FILE.write_text(rules_file_text(NOTEBOOK_PERMISSIONS), encoding="utf-8")
+    KUEUE_RULES_FILE.write_text(rules_file_text(KUEUE_PERMISSIONS), encoding="utf-8")
     README.write_text(readme_with_table(README.read_text(encoding="utf-8")), encoding="utf-8")
     print(f"wrote {RULES_FILE}, {NOTEBOOK_RULES_FILE} and the tables in {README}")
     return 0

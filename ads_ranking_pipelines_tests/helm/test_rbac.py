@@ -11,12 +11,14 @@ import yaml
 
 from ads_ranking_pipelines.backends.kuberay import permissions
 from ads_ranking_pipelines.backends.kuberay.permissions import (
+    KUEUE_PERMISSIONS,
     NOTEBOOK_PERMISSIONS,
     ApiPermission,
     rbac_rules,
 )
 from ads_ranking_pipelines_tests.helm.chart import VALUE_SETS, all_of, merge, one, render, value_set
 from ads_ranking_pipelines_tests.helm.rbac_file import (
+    KUEUE_RULES_FILE,
     NOTEBOOK_RULES_FILE,
     README,
     RULES_FILE,
@@ -160,3 +162,18 @@ def test_code_server_mounts_no_token_xray_does() -> None:
     assert code["serviceAccountName"] == "ads-ranking-pipelines"
     assert xray["automountServiceAccountToken"] is True
     assert xray["serviceAccountName"] == "ads-ranking-pipelines-xray"
+
+
+def test_kueue_on_adds_only_workload_reads_to_the_role() -> None:
+    """kueue.enabled: the Role gains get/list on workloads.kueue.x-k8s.io (KUEUE_PERMISSIONS,
+    via the generated files/kueue-rbac.yaml) and nothing else; off, no Kueue rule at all; no
+    LocalQueue/ClusterQueue is rendered."""
+    assert KUEUE_RULES_FILE.read_text(encoding="utf-8") == rules_file_text(KUEUE_PERMISSIONS)
+    objects = render(merge(value_set("default"), {"kueue": {"enabled": True}}))
+    role = one(objects, "Role", KUBERAY_ROLE)
+    assert role["rules"] == rbac_rules() + rbac_rules(KUEUE_PERMISSIONS)
+    added = _grants(role["rules"]) - {p.key for p in permissions.PERMISSIONS}
+    assert added == {("kueue.x-k8s.io", "workloads", "get"), ("kueue.x-k8s.io", "workloads", "list")}
+    assert not any(o.get("kind") in ("LocalQueue", "ClusterQueue") for o in objects)
+    off = one(render(value_set("default")), "Role", KUBERAY_ROLE)
+    assert not any("kueue.x-k8s.io" in rule["apiGroups"] for rule in off["rules"])

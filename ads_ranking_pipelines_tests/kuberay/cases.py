@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ads_ranking_pipelines.config.cluster import ClusterRequest
@@ -10,6 +11,7 @@ from ads_ranking_pipelines.config.cluster import ClusterRequest
 GPU_IMAGE = "rayproject/ray:2.60.0-py311-gpu"
 RUN_ID = "5f0c3d1e-8a2b-4c6d-9e7f-0123456789ab"
 CODE_LOCATION = "ads_ranking_pipelines"
+KUEUE_CATALOG = Path(__file__).resolve().parents[2] / "examples" / "pool-catalogs" / "gke-kueue.yaml"
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,7 @@ class Case:
     code_location: str | None = None
     entrypoint: str = "python -m ads_ranking_pipelines.ray_jobs.train --config /tmp/job.json"
     runtime_env: dict[str, Any] | None = None
+    catalog: Path | None = None  # None: the shipped catalog
 
     def label_kwargs(self) -> dict[str, Any]:
         return {"labels": self.labels, "run_id": self.run_id, "code_location": self.code_location}
@@ -62,6 +65,16 @@ CASES = [
         labels={"app.kubernetes.io/name": "quest-ranker", "tier": "x" * 80},
         run_id="Run With Spaces " + "y" * 70,
         code_location="Ads.Ranking:Pipelines",
+    ),
+    Case(
+        name="h100-kueue-backfill",
+        request=ClusterRequest(
+            name="ranker-kueue", owner="dagster", gpu_pool="h100-80gb", workers=2,
+            gpus_per_worker=8, image=GPU_IMAGE, run_kind="backfill",
+        ),
+        run_id=RUN_ID,
+        code_location=CODE_LOCATION,
+        catalog=KUEUE_CATALOG,
     ),
 ]
 

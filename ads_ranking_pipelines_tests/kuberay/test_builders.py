@@ -24,11 +24,52 @@ IDS = [c.name for c in CASES]
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_rayjob_cluster_is_the_raycluster(case: Case) -> None:
     rendered = render(case)
-    assert rendered["rayjob"]["spec"]["rayClusterSpec"] == rendered["raycluster"]["spec"]
+    cluster_spec = dict(rendered["raycluster"]["spec"])
+    if case.catalog is not None:  # a Kueue pool: the RayJob is suspended, not its cluster spec
+        assert cluster_spec.pop("suspend") is True
+    assert rendered["rayjob"]["spec"]["rayClusterSpec"] == cluster_spec
     assert rendered["rayjob"]["metadata"] == rendered["raycluster"]["metadata"]
 
 
-@pytest.mark.parametrize("case", CASES, ids=IDS)
+PLAIN = [c for c in CASES if c.catalog is None]
+
+
+def test_kueue_pool_rayjob_is_suspended_labelled_and_cleans_up_without_rules() -> None:
+    """Kueue's RayJob integration needs spec.suspend and the queue-name label; KubeRay's
+    ValidateRayJobSpec refuses suspend with deletion rules (kueue #3994), and the pre-running
+    deadline would reap a job waiting in the queue."""
+    (case,) = [c for c in CASES if c.catalog is not None]
+    rendered = render(case)
+    job, cluster = rendered["rayjob"], rendered["raycluster"]
+    for obj in (job, cluster):
+        assert obj["spec"]["suspend"] is True
+        assert obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "ads-ranking-h100"
+        assert obj["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "ads-ranking-backfill"
+    spec = job["spec"]
+    assert spec["shutdownAfterJobFinishes"] is True and "deletionStrategy" not in spec
+    assert spec["ttlSecondsAfterFinished"] == case.request.ttl_seconds_after_finished
+    assert "preRunningDeadlineSeconds" not in spec
+    for _, template in pod_templates(job):  # the pods are the job's, not Kueue's to gate
+        assert not any(k.startswith("kueue.x-k8s.io/") for k in template["metadata"]["labels"])
+    # Even when the backend is configured for deletion rules.
+    resolved = resolve_request(case.request, load_catalog(case.catalog))
+    again = build_rayjob(resolved, entrypoint="true", submission_id=SUBMISSION_ID,
+                         deletion="rules")["spec"]
+    assert again["shutdownAfterJobFinishes"] is True and "deletionStrategy" not in again
+
+
+def test_priority_class_override_and_refusal_off_kueue() -> None:
+    (case,) = [c for c in CASES if c.catalog is not None]
+    request = case.request.model_copy(update={"priority_class": "urgent-retrain"})
+    manifest = build_rayjob(resolve_request(request, load_catalog(case.catalog)),
+                            entrypoint="true", submission_id=SUBMISSION_ID)
+    assert manifest["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "urgent-retrain"
+    with pytest.raises(RequestErrors) as info:
+        resolve_request(request, CATALOG)  # the shipped catalog has no Kueue pool
+    assert "priority_class='urgent-retrain'" in str(info.value) and "kueue" in str(info.value)
+
+
+@pytest.mark.parametrize("case", PLAIN, ids=[c.name for c in PLAIN])
 def test_rayjob_lifecycle_fields(case: Case) -> None:
     spec = render(case)["rayjob"]["spec"]
     assert spec["submissionMode"] == "K8sJobMode"
@@ -63,7 +104,9 @@ def test_pods_are_hardened_and_sized(case: Case) -> None:
         assert container["resources"]["requests"] == container["resources"]["limits"]
         expect_token = role == "head" and request.autoscaling
         assert pod["automountServiceAccountToken"] is expect_token, role
-        assert template["metadata"]["labels"] == render(case)["rayjob"]["metadata"]["labels"]
+        assert template["metadata"]["labels"] == {  # Kueue's labels stay on the RayJob
+            k: v for k, v in render(case)["rayjob"]["metadata"]["labels"].items()
+            if not k.startswith("kueue.x-k8s.io/")}
         if role == "submitter":
             assert "command" not in container  # KubeRay fills in `ray job submit`
             continue

@@ -25,7 +25,7 @@ REGENERATE = "python -m ads_ranking_pipelines_tests.kuberay.update_golden"
 
 
 def render(case: Case) -> dict[str, dict[str, Any]]:
-    resolved = resolve_request(case.request, load_catalog())
+    resolved = resolve_request(case.request, load_catalog(case.catalog))
     return {
         "raycluster": build_raycluster(resolved, **case.label_kwargs()),
         "rayjob": build_rayjob(

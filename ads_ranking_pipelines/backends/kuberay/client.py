@@ -46,6 +46,8 @@ VERSION = "v1"
 RAYJOBS = "rayjobs"
 RAYCLUSTERS = "rayclusters"
 PLURALS = (RAYJOBS, RAYCLUSTERS)
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSION = "v1beta1"
 CREATION_TOKEN_ANNOTATION = "ads-ranking.io/creation-token"
 
 __all__ = [
@@ -268,6 +270,24 @@ class KubeRayClient:
             if time.monotonic() >= deadline:
                 return False
             self._sleep(poll_interval_s)
+
+    # ---- Kueue Workloads (read only) ---------------------------------------------------------
+    def list_workloads(self, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
+        """Kueue ``Workload`` objects (``kueue.x-k8s.io/v1beta1``) of one namespace."""
+        result = self._call(f"list workloads in {namespace}",
+                            lambda: self._custom.list_namespaced_custom_object(
+                                KUEUE_GROUP, KUEUE_VERSION, namespace, "workloads",
+                                label_selector=label_selector,
+                                _request_timeout=self.request_timeout_s),
+                            require(KUEUE_GROUP, "workloads", "list"))
+        return list(result.get("items") or [])
+
+    def get_workload(self, namespace: str, name: str) -> dict[str, Any]:
+        return self._call(f"get workloads/{name} in {namespace}",
+                          lambda: self._custom.get_namespaced_custom_object(
+                              KUEUE_GROUP, KUEUE_VERSION, namespace, "workloads", name,
+                              _request_timeout=self.request_timeout_s),
+                          require(KUEUE_GROUP, "workloads", "get"))
 
     # ---- pods ------------------------------------------------------------------------------
     def list_pods(self, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:

@@ -39,7 +39,10 @@ class KubeRayContext:
     v1.7) or ``shutdown`` (``shutdownAfterJobFinishes``: only the cluster goes; our garbage
     collector removes the RayJob) - see :func:`~ads_ranking_pipelines.kuberay.rayjob.cleanup_fields`.
     ``py_modules``: remote zips (development mode, ``devmode.package_zip``) put first on every
-    job's Python path, over the package in the image.
+    job's Python path, over the package in the image. ``queue_wait_limit_s``: how long a
+    RayJob on a Kueue pool may wait for admission (suspended, QUEUED) before the submit fails
+    with Kueue's words and the RayJob is deleted (None: no limit); ``on_queue(text)`` hears
+    Kueue's words each time they change (the Dagster run's log).
     """
 
     client: KubeRayClient
@@ -56,6 +59,8 @@ class KubeRayContext:
     rayjob_deletion: str = "rules"
     py_modules: tuple[str, ...] = ()
     on_status: StatusCallback | None = None
+    queue_wait_limit_s: float | None = 12 * 3600.0
+    on_queue: Callable[[str], None] | None = None
     sleep: Callable[[float], None] = time.sleep
 
     def resolve(self, request: ClusterRequest | ResolvedRequest) -> ResolvedRequest:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 RAY_GROUP = "ray.io"
 CORE_GROUP = ""
+KUEUE_GROUP = "kueue.x-k8s.io"
 
 
 @dataclass(frozen=True, order=True)
@@ -66,7 +67,14 @@ NOTEBOOK_PERMISSIONS: tuple[ApiPermission, ...] = (
     ApiPermission(CORE_GROUP, "secrets", "delete", "notebook stop"),
 )
 
-_BY_KEY = {p.key: p for p in PERMISSIONS + NOTEBOOK_PERMISSIONS}
+# Pools shared through Kueue (backends/kuberay/queueing.py): read a queued RayJob's Workload for
+# Kueue's words. Granted by the chart only with kueue.enabled; never a write verb.
+KUEUE_PERMISSIONS: tuple[ApiPermission, ...] = (
+    ApiPermission(KUEUE_GROUP, "workloads", "list", "find a queued RayJob's Workload"),
+    ApiPermission(KUEUE_GROUP, "workloads", "get", "follow its admission (Kueue's words)"),
+)
+
+_BY_KEY = {p.key: p for p in PERMISSIONS + NOTEBOOK_PERMISSIONS + KUEUE_PERMISSIONS}
 
 
 def require(group: str, resource: str, verb: str) -> ApiPermission:
@@ -76,8 +84,8 @@ def require(group: str, resource: str, verb: str) -> ApiPermission:
         return _BY_KEY[(group, resource, verb)]
     except KeyError:
         raise LookupError(f"API call {verb} {resource} ({group or 'core'}) is not in "
-                          "backends/kuberay/permissions.py PERMISSIONS or "
-                          "NOTEBOOK_PERMISSIONS") from None
+                          "backends/kuberay/permissions.py PERMISSIONS, "
+                          "NOTEBOOK_PERMISSIONS or KUEUE_PERMISSIONS") from None
 
 
 def rbac_rules(permissions: Iterable[ApiPermission] = PERMISSIONS) -> list[dict[str, list[str]]]:

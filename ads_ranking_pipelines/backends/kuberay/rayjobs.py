@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ads_ranking_pipelines.backends.base import BackendError, JobStatus
-from ads_ranking_pipelines.backends.kuberay import calls
+from ads_ranking_pipelines.backends.kuberay import calls, queueing
 from ads_ranking_pipelines.backends.kuberay.client import (
     RAYCLUSTERS,
     RAYJOBS,
@@ -101,10 +101,35 @@ class RayJobs:
             raise BackendError(f"RayJob {namespace}/{name}: {problem}")
 
     def status(self, namespace: str, name: str) -> JobStatus:
+        return self.status_and_queue(namespace, name)[0]
+
+    def status_and_queue(self, namespace: str, name: str
+                         ) -> tuple[JobStatus, queueing.QueueInfo | None]:
+        """The job's status and, while Kueue holds it (suspended: not admitted yet, or
+        preempted), where it stands in the queue; a queued job is QUEUED, not STOPPED."""
         obj = calls.read_status(self.ctx.client, RAYJOBS, namespace, name,
                                 missing="not found (deleted, or never created)")
+        if queueing.is_queued(obj):
+            info = queueing.queue_info(self.ctx.client, obj)
+            return queueing.queued_status(info), info
         self.release_stopped(obj)
-        return job_status_from_rayjob(obj.get("status"))
+        return job_status_from_rayjob(obj.get("status")), None
+
+    def wait_until_admitted(self, namespace: str, name: str,
+                            watch: queueing.QueueWatch) -> None:
+        """Poll a Kueue-managed RayJob until Kueue has admitted it (``spec.suspend`` false),
+        telling ``watch`` Kueue's words; BackendError with them past the queue-wait limit."""
+        def ready(obj: dict[str, Any], status: dict[str, Any]) -> bool | None:
+            if not queueing.is_queued(obj):
+                watch.admitted()
+                return True
+            watch.observe(queueing.queue_info(self.ctx.client, obj))
+            return None
+
+        def late(status: dict[str, Any], timeout_s: float) -> str:
+            return f"RayJob {namespace}/{name}: still queued after {timeout_s:.0f}s"
+
+        self.ctx.poll_status(RAYJOBS, namespace, name, float("inf"), ready, late)
 
     def release_stopped(self, rayjob: dict[str, Any]) -> bool:
         """Delete the RayCluster of our RayJob that ended STOPPED (no KubeRay deletion rule

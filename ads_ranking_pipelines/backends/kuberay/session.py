@@ -23,7 +23,7 @@ from ads_ranking_pipelines.backends.base import (
     JobState,
     JobStatus,
 )
-from ads_ranking_pipelines.backends.kuberay import calls
+from ads_ranking_pipelines.backends.kuberay import calls, queueing
 from ads_ranking_pipelines.backends.kuberay.context import KubeRayContext
 from ads_ranking_pipelines.backends.kuberay.jobs import add_job_fields, redacted, runtime_env
 from ads_ranking_pipelines.backends.kuberay.rayjobs import RayJobs
@@ -40,6 +40,7 @@ from ads_ranking_pipelines.backends.kuberay.client import (
     KubeError,
     new_creation_token,
 )
+from ads_ranking_pipelines.kuberay.kueue import is_kueue_managed
 from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class _Created:
     name: str
     token: str
     stopped: bool = False
+    queue: queueing.QueueWatch | None = None  # a RayJob on a Kueue pool
 
 
 class KubeRayClusterSession(ClusterSession):
@@ -127,7 +129,12 @@ class KubeRayClusterSession(ClusterSession):
                      token=record.token, on_conflict=forget)
         log.info("RayJob %s/%s created for submission %s; waiting for its cluster", ns, name,
                  job.submission_id)
+        if is_kueue_managed(manifest):
+            record.queue = queueing.QueueWatch(f"RayJob {ns}/{name}", self.ctx.queue_wait_limit_s,
+                                               self._tell_queue)
         try:
+            if record.queue is not None:  # not counted against the cluster's ready timeout
+                self.jobs.wait_until_admitted(ns, name, record.queue)
             self.jobs.wait_until_running(ns, name)
         except BackendError as exc:
             # A job that failed before it was seen running never gets followed: keep the end
@@ -147,11 +154,24 @@ class KubeRayClusterSession(ClusterSession):
         except Exception:  # the log is a courtesy here; the failure reason is what matters
             return ""
 
+    def _tell_queue(self, text: str) -> None:
+        log.info("%s", text)
+        if self.ctx.on_queue is not None:
+            self.ctx.on_queue(text)
+
     def status(self, job_id: str) -> JobStatus:
+        """The job's status; a job Kueue preempted is QUEUED again, its words told as they
+        change (the queue-wait limit counts again, and failing it here stops the job)."""
         with self._lock:
             record = self._created.get(job_id)
         try:
-            return self.jobs.status(self.namespace, job_id)
+            status, info = self.jobs.status_and_queue(self.namespace, job_id)
+            if record is not None and record.queue is not None:
+                if info is not None:
+                    record.queue.observe(info)
+                elif status.state is not JobState.PENDING:
+                    record.queue.admitted()
+            return status
         except BackendError:
             if record is not None and record.stopped:
                 return JobStatus(JobState.STOPPED, "stopped; RayJob deleted")

@@ -20,6 +20,10 @@ lasts ``time_scale`` real seconds per second.
 * The submitter Job (``createNewK8sJob``, backoffLimit 2 by default) runs the command of
   common/job.go ``BuildJobSubmitCommand``: a retried pod prints the driver log again from its
   first line (``ray job logs --follow``).
+* ``spec.suspend`` (Kueue): a new RayJob goes Suspended with no cluster; case Suspended goes
+  back to New once unsuspended; case Initializing / Running with ``suspend`` go Suspending
+  (``updateStatusToSuspendingIfNeeded``), which deletes the cluster; ``ValidateRayJobSpec``
+  refuses suspend without ``shutdownAfterJobFinishes``.
 * ``checkBackoffLimitAndUpdateStatusIfNeeded``: a Failed RayJob with ``spec.backoffLimit`` left
   goes Retrying; case Retrying / Suspending deletes the cluster and submitter, then New /
   Suspended.
@@ -87,6 +91,7 @@ class RayJobController:
         handler = {"": self._job_new, "Initializing": self._job_initializing,
                    "Waiting": self._job_waiting, "Running": self._job_running,
                    "Retrying": self._job_retrying, "Suspending": self._job_retrying,
+                   "Suspended": self._job_suspended,
                    "Complete": self._job_finished, "Failed": self._job_finished}.get(deployment)
         if handler is not None:
             handler(key, obj, sim, now)
@@ -94,6 +99,10 @@ class RayJobController:
     def _validate_rayjob(self, spec: dict) -> str | None:
         """utils/validation.go ``validateDeletionConfiguration`` (the parts we can hit)."""
         strategy = spec.get("deletionStrategy")
+        if spec.get("suspend") and not spec.get("shutdownAfterJobFinishes"):
+            # ValidateRayJobSpec: suspend requires shutdownAfterJobFinishes (kueue #3994)
+            return ("The RayJob spec is invalid: a RayJob with shutdownAfterJobFinishes set to "
+                    "false is not allowed to be suspended")
         if not spec.get("shutdownAfterJobFinishes") and int(spec.get("ttlSecondsAfterFinished") or 0) > 0:
             return ("The RayJob spec is invalid: a RayJob with shutdownAfterJobFinishes set to "
                     "false cannot have TTLSecondsAfterFinished")
@@ -118,9 +127,17 @@ class RayJobController:
         self.host._touch(obj)
 
     def _job_new(self, key: tuple, obj: dict, sim: dict, now: float) -> None:
-        """case New: add the finalizer, ``initRayJobStatusIfNeed``."""
+        """case New: add the finalizer, ``initRayJobStatusIfNeed``; a RayJob created with
+        ``spec.suspend`` (Kueue's) goes Suspended with no cluster (case New,
+        ``isSuspendFlagSet``)."""
         meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj["status"]
-        meta["finalizers"] = [*(meta.get("finalizers") or []), RAYJOB_FINALIZER]
+        if RAYJOB_FINALIZER not in (meta.get("finalizers") or []):
+            meta["finalizers"] = [*(meta.get("finalizers") or []), RAYJOB_FINALIZER]
+        if spec.get("suspend"):
+            status.update({"jobDeploymentStatus": "Suspended", "jobStatus": ""})
+            sim.update(phase="suspended")
+            self.host._touch(obj)
+            return
         selector = spec.get("clusterSelector") or {}
         status.update({"jobDeploymentStatus": "Initializing",
                        "jobId": spec.get("jobId") or f"rayjob-{suffix(8)}",
@@ -231,6 +248,15 @@ class RayJobController:
         sim.update(pod=(key[1], pod_name), line=0,
                    next_line_at=now + scenario.pod_running_after_s)
 
+    def _job_suspended(self, key: tuple, obj: dict, sim: dict, now: float) -> None:
+        """case Suspended: nothing runs; once ``spec.suspend`` is false (Kueue admitted it:
+        ``RunWithPodSetsInfo``) the status goes back to New, then Initializing."""
+        if not (obj.get("spec") or {}).get("suspend"):
+            obj["status"]["jobDeploymentStatus"] = ""
+            sim.update(phase="new", line=0)
+            sim.pop("running_at", None)
+            self.host._touch(obj)
+
     def _job_waiting(self, key: tuple, obj: dict, sim: dict, now: float) -> None:
         """case Waiting (InteractiveMode): Running once ``spec.jobId`` is set."""
         if self._deadline_passed(obj, sim, now):
@@ -243,6 +269,11 @@ class RayJobController:
         """case Running: the Ray job runs while the submitter prints its log; a terminal
         ``jobStatus`` first, ``jobDeploymentStatus`` once the submitter has finished."""
         status, scenario = obj["status"], scenario_for(self.host, key[2])
+        if (obj.get("spec") or {}).get("suspend"):  # updateStatusToSuspendingIfNeeded
+            status["jobDeploymentStatus"] = "Suspending"
+            self._stop_real_job(sim)
+            self.host._touch(obj)
+            return
         if self._deadline_passed(obj, sim, now):
             self._job_terminal(key, obj, sim, now)
             return
@@ -264,6 +295,10 @@ class RayJobController:
         if scenario.outcome == "hang" or now - sim["running_at"] < scenario.hold_running_s:
             return
         self._finish_submitter(key, obj, pod, sim, scenario, now)
+
+    def _stop_real_job(self, sim: dict) -> None:
+        """A suspended job's Ray job ends with its cluster (``deleteClusterResources``)."""
+        sim.pop("ray", None)
 
     def _job_running_for_real(self, key: tuple, obj: dict, pod: _Pod, sim: dict,
                               now: float) -> None:

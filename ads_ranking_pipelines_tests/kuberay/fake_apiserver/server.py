@@ -16,13 +16,15 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.faults import Fault, FaultInjection
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver.kueue_controller import KueueQueue
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver.kueue_routes import KueueRoutes
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.ray_runtime import LocalRayRuntime
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.routes import ApiRoutes, format_log_line
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.store import _Pod
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.toy_operator import Scenario, ToyOperator
 
 
-class FakeKubeApiServer(ToyOperator, ApiRoutes, FaultInjection):
+class FakeKubeApiServer(ToyOperator, ApiRoutes, KueueRoutes, FaultInjection):
     """Start with ``with FakeKubeApiServer() as fake:``; ``fake.url`` is the API server URL."""
 
     def __init__(self, *, tick_s: float = 0.01, deletion_delay_s: float = 0.05,
@@ -51,6 +53,9 @@ class FakeKubeApiServer(ToyOperator, ApiRoutes, FaultInjection):
         self.stopped_jobs: list[str] = []  # RayJobs whose Ray job the finalizer stopped
         self.operator_made: list[dict[str, Any]] = []  # RayClusters the operator created
         self.events: list[dict[str, Any]] = []
+        # Kueue (.kueue_controller): LocalQueue name -> its ClusterQueue's quota; priorities.
+        self.kueue_queues: dict[str, KueueQueue] = {}
+        self.kueue_priorities: dict[str, int] = {}
         self._ray_runtime: LocalRayRuntime | None = None  # Scenario(execute=True) only
         self._pending_deletes: list[tuple[float, str, tuple]] = []
         self._stop = threading.Event()

@@ -11,6 +11,8 @@ per second.
   status.
 * :mod:`.rayjob_controller` - RayJob (rayjob_controller.go ``Reconcile``): the state machine
   from New to a terminal state, the submitter, deadlines, retries, deletion.
+* :mod:`.kueue_controller` - Kueue (kubernetes-sigs/kueue): Workloads, quota, admission,
+  preemption for RayJobs labelled ``kueue.x-k8s.io/queue-name``.
 * :mod:`.operator_common` - what both share: :class:`Scenario`, the settings they read, pods.
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import threading
 import time
 
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver.kueue_controller import KueueController
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.operator_common import (
     OperatorHost,
     Scenario,
@@ -41,6 +44,7 @@ class ToyOperator(OperatorHost):
 
     def _operator_loop(self) -> None:
         clusters, jobs = RayClusterController(self), RayJobController(self)
+        kueue = KueueController(self)
         while not self._stop.is_set():
             with self.lock:
                 now = time.monotonic()
@@ -54,6 +58,10 @@ class ToyOperator(OperatorHost):
                                 clusters.reconcile(key, now)
                         except Exception as exc:  # keep the operator alive; surface in tests
                             self.rejected.append(f"operator error on {key}: {exc!r}")
+                try:
+                    kueue.reconcile(now)
+                except Exception as exc:  # keep the operator alive; surface in tests
+                    self.rejected.append(f"kueue error: {exc!r}")
                 start_due_pods(self, now)
             time.sleep(self.tick_s)
 
