@@ -12,7 +12,7 @@ from ads_ranking_pipelines.config.source import SourceConfig
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.definitions import build_definitions, event_source_config
 from ads_ranking_pipelines.defs.evaluate_step import eval_day
-from ads_ranking_pipelines.defs.score_step import check_scoring_day
+from ads_ranking_pipelines.defs.score_step import check_scoring_ahead, check_scoring_day
 from ads_ranking_pipelines.storage import fs
 from ads_ranking_pipelines.storage.layout import StorageLayout
 from ads_ranking_pipelines.storage.registry import ModelRegistry
@@ -87,3 +87,18 @@ def test_evaluation_checks_the_versions_columns_and_the_window_it_reads(tmp_path
         eval_day(registry, source, DAY, "a" * 32, log)
     _new_source(tmp_path / "events", window)
     assert eval_day(registry, source, DAY, "a" * 32, log).model_version == "20260310-aaaaaaaa"
+
+
+def test_an_earlier_step_checks_the_runs_scoring_ahead(tmp_path):
+    registry = ModelRegistry(StorageLayout(str(tmp_path / "home")), "m")
+    _version(registry, "v0")
+    registry.promote("v0", reason="old source")
+    source = _new_source(tmp_path / "events", [DAY])
+    warnings: list[str] = []
+    context = types.SimpleNamespace(
+        dagster_run=types.SimpleNamespace(asset_selection={dg.AssetKey("trained_model"), dg.AssetKey("batch_scores")}),
+        run=types.SimpleNamespace(run_id="r" * 32), log=types.SimpleNamespace(warning=warnings.append))
+    with pytest.raises(dg.Failure, match="champion v0, which scores 2026-03-10.*'dense_0' is missing"):
+        check_scoring_ahead(context, registry, source, [DAY], settled=True)      # no evaluation before scoring
+    check_scoring_ahead(context, registry, source, [DAY], settled=False)         # evaluation may promote one that fits
+    assert len(warnings) == 1 and "unless this run promotes a new champion" in warnings[0]
