@@ -102,3 +102,26 @@ def test_an_earlier_step_checks_the_runs_scoring_ahead(tmp_path):
         check_scoring_ahead(context, registry, source, [DAY], settled=True)      # no evaluation before scoring
     check_scoring_ahead(context, registry, source, [DAY], settled=False)         # evaluation may promote one that fits
     assert len(warnings) == 1 and "unless this run promotes a new champion" in warnings[0]
+
+
+def test_a_run_that_trains_then_scores_without_evaluating_fails_in_training_pre_flight(ads_home, environ, tmp_path):
+    from ads_ranking_pipelines.cli.pipeline import run_config
+
+    from .test_bad_input import PARAMS
+
+    registry = ModelRegistry(StorageLayout(str(ads_home)), PARAMS.model_name)
+    _version(registry, "20260301-champion")
+    registry.promote("20260301-champion", reason="trained on the old source")
+    source = _new_source(tmp_path / "events", [DAY - dt.timedelta(days=i) for i in range(3)])
+    job = build_definitions(environ).resolve_job_def("daily_retraining")
+    with dg.DagsterInstance.get() as instance:
+        result = job.execute_in_process(
+            run_config=run_config(PARAMS, source), partition_key=DAY.isoformat(), instance=instance,
+            raise_on_error=False, asset_selection=[dg.AssetKey(k) for k in ("impressions", "trained_model", "batch_scores")])
+        messages = [r.event_log_entry.user_message or ""
+                    for r in instance.get_records_for_run(result.run_id, limit=10000).records]
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    assert failure.step_key == "trained_model"
+    assert "champion 20260301-champion, which scores 2026-03-10" in failure.step_failure_data.user_failure_data.description
+    assert not any("provisioning Ray cluster" in m for m in messages)
+    assert registry.versions() == ["20260301-champion"]
