@@ -25,10 +25,10 @@ from ads_ranking_pipelines.defs.checks import CHECK_SPECS, check_results
 from ads_ranking_pipelines.defs.config import EvaluationConfig, TrainingConfig
 from ads_ranking_pipelines.defs.evaluate_step import evaluate_days
 from ads_ranking_pipelines.defs.partitions import daily_partitions, partition_days, window_days
-from ads_ranking_pipelines.defs.preflight import check_events, check_training_window, resolve_events
+from ads_ranking_pipelines.defs.preflight import check_events, check_training_window, resolve_events, run_assets
 from ads_ranking_pipelines.defs.ray_resources import RayClusterResource
 from ads_ranking_pipelines.defs.resources import EventSourceResource, StorageResource
-from ads_ranking_pipelines.defs.score_step import score_days
+from ads_ranking_pipelines.defs.score_step import check_scoring_ahead, score_days
 from ads_ranking_pipelines.defs.tags import MODEL_TAG, tags_mismatch
 from ads_ranking_pipelines.defs.train_step import plan, train_days
 from ads_ranking_pipelines.storage import fs
@@ -79,6 +79,7 @@ def trained_model(context: dg.AssetExecutionContext, config: TrainingConfig, sto
         check_training_window(source, window_days(day, params.dataset_window_days), day, context.log)
     warm = config.warm_start if config.warm_start is not None else len(days) > 1
     registry = _registry(context, storage, params.model_name)
+    check_scoring_ahead(context, registry, source, days, settled="model_evaluation" not in run_assets(context))
     the_plan = plan(registry, params, source, days, context.run.run_id, warm, cluster_record(ray_cluster, request))
     versions = train_days(context, ray_cluster, registry, the_plan, request)
     return dg.MaterializeResult(metadata={"model_versions": ", ".join(versions), "days": len(days)})

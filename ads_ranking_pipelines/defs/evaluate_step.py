@@ -21,13 +21,13 @@ from ads_ranking_pipelines.contracts.gates import ChampionRef, GateStep, Verdict
 from ads_ranking_pipelines.contracts.ranges import EvalDay, EvalRangeSpec
 from ads_ranking_pipelines.defs.champion_asset import champion_changed
 from ads_ranking_pipelines.defs.config import EvaluationConfig
-from ads_ranking_pipelines.defs.preflight import check_events
+from ads_ranking_pipelines.defs.preflight import check_events, check_features, check_schemas
 from ads_ranking_pipelines.defs.range_jobs import (
     DayMetadata, DayResults, job_spec, numeric, run_days, session, span, widest,
 )
 from ads_ranking_pipelines.defs.ray_resources import RayClusterResource
+from ads_ranking_pipelines.defs.score_step import check_scoring_ahead
 from ads_ranking_pipelines.defs.train_step import run_version
-from ads_ranking_pipelines.storage import fs
 from ads_ranking_pipelines.storage.registry import ModelRegistry, RegistryError
 
 
@@ -43,12 +43,18 @@ def version_to_evaluate(registry: ModelRegistry, day: dt.date, run_id: str) -> s
 
 
 def eval_day(registry: ModelRegistry, source: Any, day: dt.date, run_id: str, log: Any) -> EvalDay:
+    """Day ``day``'s plan, after its pre-flight: the day against the source config and the version's
+    feature spec, and the footers of the window the baseline trains on. (The champion's columns are
+    read only when they are the source's: ``training.evaluate``; else it is not comparable.)"""
     version = version_to_evaluate(registry, day, run_id)
     manifest = registry.manifest(version)
-    params = TrainingParams.model_validate(fs.read_json(fs.join(registry.version_uri(version), "model.json"))["params"])
+    description = registry.description(version)
+    train_days = [dt.date.fromisoformat(d) for d in manifest["train_days"]]
     check_events(source, [day], log)
-    return EvalDay(eval_day=day, model_version=version, model_uri=registry.version_uri(version), params=params,
-                   train_days=tuple(dt.date.fromisoformat(d) for d in manifest["train_days"]))
+    check_features(source, [day], description["feature_spec"], f"version {version}, evaluated on {day}")
+    check_schemas(source, train_days, log)
+    return EvalDay(eval_day=day, model_version=version, model_uri=registry.version_uri(version),
+                   params=TrainingParams.model_validate(description["params"]), train_days=tuple(train_days))
 
 
 def champion_ref(registry: ModelRegistry, version: str) -> ChampionRef | None:
@@ -100,6 +106,7 @@ def evaluate_days(context: dg.AssetExecutionContext, config: EvaluationConfig, r
     """Evaluate every day in one job, then record and promote in date order; the verdicts."""
     plan = [eval_day(registry, source, d, context.run.run_id, context.log) for d in days]
     spec = eval_spec(registry, config, source, plan, context.log)
+    check_scoring_ahead(context, registry, source, days, settled=False)
     champion = spec.champion.version if spec.champion else None
     request = ray_cluster.cluster_request(widest([d.params for d in plan]), context.run.run_id)
     results, metadata = DayResults(), DayMetadata(context)

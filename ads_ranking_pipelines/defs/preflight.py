@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, Mapping
 
 import dagster as dg
 
@@ -14,7 +14,7 @@ from ads_ranking_pipelines.events.layout import (
     ensure_synthetic_days,
     format_days,
 )
-from ads_ranking_pipelines.events.window_checks import check_labels, validate_schema
+from ads_ranking_pipelines.events.window_checks import check_labels, validate_features, validate_schema
 
 
 def resolve_events(source: SourceConfig, log: Any) -> SourceConfig:
@@ -71,3 +71,28 @@ def check_training_window(source: SourceConfig, train_days: list[dt.date], eval_
     except EventLayoutError as exc:
         raise dg.Failure(description=str(exc), allow_retries=False) from None
     return {"train_rows": int(window["rows"])}
+
+
+def check_schemas(source: SourceConfig, days: list[dt.date], log: Any) -> None:
+    """``days`` exist and have the declared columns (footers only: no labels read)."""
+    try:
+        _ready(source, days, log)
+    except EventLayoutError as exc:
+        raise dg.Failure(description=str(exc), allow_retries=False) from None
+
+
+def check_features(source: SourceConfig, days: list[dt.date], feature_spec: Mapping[str, Any], whose: str,
+                   with_label: bool = False) -> None:
+    """Each of ``days`` has the columns ``whose`` feature spec reads (``model.json``), dense ones numeric."""
+    try:
+        for day in days:
+            validate_features(source, day, feature_spec, whose, with_label)
+    except EventLayoutError as exc:
+        raise dg.Failure(description=str(exc), allow_retries=False) from None
+
+
+def run_assets(context: dg.AssetExecutionContext) -> set[str]:
+    """The assets this run materializes (its selection, else the whole job's)."""
+    selection = context.dagster_run.asset_selection
+    keys = selection if selection is not None else context.job_def.asset_layer.selected_asset_keys
+    return {k.to_user_string() for k in keys}

@@ -14,11 +14,10 @@ import dagster as dg
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.contracts.ranges import InferDay, InferRangeSpec
-from ads_ranking_pipelines.defs.preflight import check_events
+from ads_ranking_pipelines.defs.preflight import check_events, check_features, run_assets
 from ads_ranking_pipelines.defs.range_jobs import DayMetadata, DayResults, job_spec, numeric, run_days, session, widest
 from ads_ranking_pipelines.defs.ray_resources import RayClusterResource
 from ads_ranking_pipelines.defs.train_step import run_version
-from ads_ranking_pipelines.storage import fs
 from ads_ranking_pipelines.storage.registry import ModelRegistry, RegistryError
 
 
@@ -33,17 +32,47 @@ def champion_for_day(registry: ModelRegistry, day: dt.date, run_id: str) -> str:
     return version
 
 
-def infer_day(registry: ModelRegistry, source: Any, day: dt.date, run_id: str, log: Any) -> tuple[InferDay, TrainingParams]:
-    version = champion_for_day(registry, day, run_id)
+def scoring_model(registry: ModelRegistry, day: dt.date, version: str) -> dict[str, Any]:
+    """The intact champion ``version``'s ``model.json`` (params and feature spec)."""
     try:
         registry.manifest(version)
+        return registry.description(version)
     except RegistryError as exc:
         raise dg.Failure(description=f"cannot score {day} with champion {version}: {exc}", allow_retries=False) from None
-    model_uri = registry.version_uri(version)
-    params = TrainingParams.model_validate(fs.read_json(fs.join(model_uri, "model.json"))["params"])
+
+
+def check_scoring_day(registry: ModelRegistry, source: Any, day: dt.date, version: str) -> dict[str, Any]:
+    """Day ``day`` has every column champion ``version`` reads (before any cluster); its ``model.json``."""
+    description = scoring_model(registry, day, version)
+    check_features(source, [day], description["feature_spec"], f"champion {version}, which scores {day}")
+    return description
+
+
+def infer_day(registry: ModelRegistry, source: Any, day: dt.date, run_id: str, log: Any) -> tuple[InferDay, TrainingParams]:
+    version = champion_for_day(registry, day, run_id)
     check_events(source, [day], log)
-    return InferDay(day=day, model_uri=model_uri, model_version=version, hash_buckets=params.hash_buckets,
+    params = TrainingParams.model_validate(check_scoring_day(registry, source, day, version)["params"])
+    return InferDay(day=day, model_uri=registry.version_uri(version), model_version=version,
+                    hash_buckets=params.hash_buckets,
                     output_uri=registry.layout.scores(registry.model_name, day, version)), params
+
+
+def check_scoring_ahead(context: dg.AssetExecutionContext, registry: ModelRegistry, source: Any,
+                        days: list[dt.date], settled: bool) -> None:
+    """An earlier step's pre-flight of this run's scoring, before the run's cluster starts: each day
+    against the champion now. ``settled`` (no evaluation before the scoring): a mismatch fails here;
+    else an evaluation of this run may still promote a version that fits, so it is a warning (the
+    scoring step checks again, against the champion it then has, before its job)."""
+    current = registry.champion_version()
+    if not current or "batch_scores" not in run_assets(context):
+        return
+    for day in days:
+        try:
+            check_scoring_day(registry, source, day, champion_for_day(registry, day, context.run.run_id))
+        except dg.Failure as exc:
+            if settled:
+                raise
+            context.log.warning(f"batch_scores will fail unless this run promotes a new champion: {exc.description}")
 
 
 def scoring_concurrency(request: ClusterRequest) -> int:

@@ -20,6 +20,7 @@ from ads_ranking_pipelines.storage import fs
 from ads_ranking_pipelines.storage.layout import StorageLayout
 
 MANIFEST = "manifest.json"
+MODEL_FILE = "model.json"          # params and feature spec (training.export writes it)
 MAX_EVENTS = 500
 UNATTENDED = "UNATTENDED.json"   # written into a version whose run died before judging it
 
@@ -84,6 +85,13 @@ class ModelRegistry:
         except (ValueError, OSError):
             return None
         return max(dt.date.fromisoformat(d) for d in days) if days else None
+
+    def description(self, version: str) -> dict[str, Any]:
+        """The version's ``model.json``: its training ``params`` and the ``feature_spec`` it reads."""
+        try:
+            return fs.read_json(fs.join(self.version_uri(version), MODEL_FILE))
+        except (ValueError, OSError) as exc:
+            raise RegistryError(f"{self.model_name} version {version!r} has no readable {MODEL_FILE} ({exc})") from None
 
     def _recent(self) -> str:
         return ", ".join(self.versions()[-5:]) or "none"

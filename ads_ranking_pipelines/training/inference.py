@@ -133,6 +133,13 @@ def written_rows(out_uri: str) -> int:
     return sum(sum(groups) for _, groups in row_group_sizes(parts))
 
 
+def model_columns(model_uri: str) -> list[str]:
+    """The columns the version at ``model_uri`` scores from (its ``model.json`` feature spec): what
+    a scoring task reads, whatever else the source declares (the pre-flight checked the day has them)."""
+    features = fs.read_json(fs.join(model_uri, "model.json"))["feature_spec"]
+    return [*features["dense_columns"], *features["sparse_columns"]]
+
+
 def score_day(spec: InferenceJobSpec, reporter: Reporter, *, max_concurrency: int | None = None) -> dict[str, Any]:
     """Score the day's impressions: pieces of the part files (:func:`row_group_chunks`), each
     read, scored and written by one Ray Data task, ``max_concurrency`` at a time (default: the
@@ -153,7 +160,7 @@ def score_day(spec: InferenceJobSpec, reporter: Reporter, *, max_concurrency: in
     validate_schema(spec.source, spec.day)
     parts = [fs.normalize(p) for p in part_uris(spec.source.uri, spec.day, spec.source.completeness)]
     id_cols = tuple(c for c in spec.id_columns)
-    read_cols = list(dict.fromkeys([*id_cols, *spec.source.feature_columns]))
+    read_cols = list(dict.fromkeys([*id_cols, *model_columns(spec.model_uri)]))
     out_uri = fs.normalize(spec.output_uri)
     # Nothing half-written: clear an earlier attempt, write, then the marker last.
     fs.delete_dir(out_uri)
