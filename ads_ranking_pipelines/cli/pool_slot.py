@@ -6,16 +6,16 @@ here, by the queue's own rule: the runs holding a slot are the instance's runs i
 status (``ACTIVE_RUN_STATUSES``: STARTING, STARTED, CANCELING, what the queue daemon counts) that
 carry the pool's tag, and the limit is the instance's ``run_coordinator``
 ``tag_concurrency_limits`` rule for the pool (``dagster.yaml``), else the catalog's
-``max_concurrent_runs`` (an instance without a run queue).
+``max_concurrent_runs`` (an instance whose run queue has no rule for the pool).
 
 Claiming is atomic across processes on one ``DAGSTER_HOME``: a process holds an exclusive
 ``flock`` on ``DAGSTER_HOME/.ads-ranking-pool-<pool>.lock`` from the count until its own run is
 STARTED in the instance (the lock goes with the process if it dies), so two CLI runs never
 both see the last slot free. The queue daemon takes no lock: it may count the runs just before
-the CLI run is STARTED and start a queued run just after. So, with a run queue, once its run is
-STARTED the CLI waits ``settle_s`` and counts the others again; if they fill the pool, the CLI
-run yields: it stays STARTED but runs no step until they are below the limit (a run the queue
-started never waits, so a tie goes to it).
+the CLI run is STARTED and start a queued run just after. So, when the queue holds the pool to
+the limit (it has the rule), once its run is STARTED the CLI waits ``settle_s`` and counts the
+others again; if they fill the pool, the CLI run yields: it stays STARTED but runs no step until
+they are below the limit (a run the queue started never waits, so a tie goes to it).
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from ads_ranking_pipelines.config.dagster_instance import GPU_POOL_TAG
 from ads_ranking_pipelines.config.pools import PoolCatalog
 
 POLL_S = 3.0      # how often a waiting run counts the pool's runs again
-SETTLE_S = 2.0    # how long after its start a CLI run re-counts (the queue daemon's count-to-start window)
+SETTLE_S = 5.0    # how long after its start a CLI run re-counts: the queue daemon's count-to-start window
+                  # (seconds on a loaded 2-core machine); a daemon slower than that can still overlap
 
 
 class PoolBusy(Exception):
@@ -42,7 +43,7 @@ class PoolLimit:
     pool: str
     limit: int
     source: str               # where the limit comes from, for messages
-    queued: bool              # the instance has a run queue (a daemon may start runs on the pool)
+    queued: bool              # the instance's run queue holds the pool to this limit (its daemon may race a claim)
     per_value: bool = True    # False: a tag rule without value limits every run carrying the tag
 
     def describe(self) -> str:
@@ -64,8 +65,7 @@ def pool_limit(instance: Any, pool: str, catalog: PoolCatalog) -> PoolLimit:
             per_value = isinstance(value, str) or (isinstance(value, dict) and bool(value.get("applyLimitPerUniqueValue")))
             return PoolLimit(pool, int(rule["limit"]), "the instance's run_coordinator tag_concurrency_limits, "
                              f"{instance.root_directory}/dagster.yaml", True, per_value)
-    return PoolLimit(pool, catalog.get(pool).max_concurrent_runs, "the pool catalog's max_concurrent_runs",
-                     isinstance(coordinator, QueuedRunCoordinator))
+    return PoolLimit(pool, catalog.get(pool).max_concurrent_runs, "the pool catalog's max_concurrent_runs", False)
 
 
 def holders(instance: Any, limit: PoolLimit, exclude: str | None = None) -> list[str]:
