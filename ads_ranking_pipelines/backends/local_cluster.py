@@ -210,12 +210,14 @@ class LocalRayCluster:
 
     def _bring_up(self, request: ClusterRequest, timeout_s: float) -> None:
         single = self.state.single_node
+        if self.state.session:
+            # Before the head: from here on a dead controller leaves no cluster behind (a head
+            # it started but did not record yet is found by its temp dir, ``stop``).
+            self._save()
+            self.state.watchdog_pid = local_watchdog.spawn(self.state_file(self.state_dir, self.name))
         head = self._nodes.spawn_head(request, single)
         self.state.head_pid = head.pid
         self._save()
-        if self.state.session:      # from here on, a dead controller does not leave the cluster behind
-            self.state.watchdog_pid = local_watchdog.spawn(self.state_file(self.state_dir, self.name))
-            self._save()
         self._nodes.wait_dashboard(timeout_s)
         if single:
             self.wait_for_nodes(1, timeout_s)
@@ -263,7 +265,8 @@ class LocalRayCluster:
         return self._nodes.log_tail(pid, lines)
 
     def alive(self) -> bool:
-        return pid_alive(self.state.head_pid)
+        """The head node runs (not yet while a session cluster's watchdog starts first)."""
+        return bool(self.state.head_pid) and pid_alive(self.state.head_pid)
 
     def live_worker_pids(self) -> list[int]:
         return [p for p in self.state.worker_pids if self._nodes.alive(p)]

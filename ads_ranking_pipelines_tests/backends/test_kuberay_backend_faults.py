@@ -55,10 +55,10 @@ def test_deadline_exceeded_is_surfaced_verbatim(fake_apiserver: FakeKubeApiServe
 
 
 def test_app_failure_is_reported_with_kuberays_message(fake_apiserver: FakeKubeApiServer) -> None:
-    # The job runs a while, so the submit sees it Running (a job that fails before that is
-    # the test below).
+    # The job runs a while (1 s after its log), so the submit sees it Running even on a loaded
+    # machine (a job that fails before that is the test below).
     fake_apiserver.scenario = Scenario(outcome="app_failed", log_lines=("Traceback", "ValueError"),
-                                       pod_running_after_s=0.3)
+                                       pod_running_after_s=0.3, hold_running_s=1.0)
     backend = make_backend(fake_apiserver)
     with backend.session(REQUEST) as session:
         job_id = session.submit(JOB)

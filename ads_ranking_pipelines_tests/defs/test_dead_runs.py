@@ -10,6 +10,7 @@ the time from the kill to the run's FAILURE and to no process of the run left.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import signal
 import subprocess
@@ -33,9 +34,10 @@ TINY = ["--window-days", "2", "--workers", "1", "--batch-size", "256", "--rows-p
         "--param", "hash_buckets=1000", "--param", "embedding_dim=8", "--param", "dense_arch=[16, 8]",
         "--param", "over_arch=[16]"]
 # When to kill, by the run's log line; training waits for its first checkpoint.
+LONG = ["--epochs", "50", "--param", "early_stopping_patience=0"]   # trains its whole budget
 PHASES = {
-    "provisioning": ("provisioning Ray cluster", ["--epochs", "50"]),
-    "training": (None, ["--epochs", "50"]),
+    "provisioning": ("provisioning Ray cluster", LONG),
+    "training": (None, LONG),
     "evaluation": ("Ray job evaluate-", ["--epochs", "1", *gate_args(TINY_MODEL_GATES)]),
     # gates it passes (one epoch on 2000 rows is badly calibrated), so scoring has a champion
     "scoring": ("Ray job infer-", ["--epochs", "1", *gate_args({**TINY_MODEL_GATES, "min_calibration": 0.01,
@@ -55,6 +57,18 @@ def _wait_for(proc: subprocess.Popen, lines: list[str], marker: str | None, ads_
         if marker is not None and marker in line:
             return
     raise AssertionError("the phase never came:\n" + "".join(lines[-40:]))
+
+
+def _head_started(ads_home: Path) -> bool:
+    """The run's cluster is coming up: its state file records a head node (and so a watchdog).
+    A kill before that leaves no cluster: only run monitoring or the GC fail such a run."""
+    for path in (ads_home / "clusters").glob("*.json"):
+        try:
+            if json.loads(path.read_text()).get("head_pid"):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
 
 
 def _run_status(run_id: str | None) -> dg.DagsterRunStatus | None:
@@ -89,6 +103,9 @@ def test_sigkill_of_the_run_process_is_seen_dead(phase, ads_home, tmp_path) -> N
     lines: list[str] = []
     try:
         _wait_for(proc, lines, marker, ads_home)
+        while phase == "provisioning" and not _head_started(ads_home):
+            assert proc.poll() is None, "the run ended before its cluster:\n" + "".join(lines)
+            time.sleep(0.05)
         assert _run_status(None) == dg.DagsterRunStatus.STARTED
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)

@@ -47,7 +47,9 @@ NS = "ads-ranking"
 DAY = dt.date(2026, 3, 10)
 TINY = ["--window-days", "2", "--workers", "1", "--batch-size", "256", "--rows-per-day", "2000",
         "--param", "hash_buckets=1000", "--param", "embedding_dim=8", "--param", "dense_arch=[16, 8]",
-        "--param", "over_arch=[16]", "--epochs", "50"]
+        "--param", "over_arch=[16]", "--epochs", "50",
+        # the whole budget: early stopping ended a 2000-row run 15 epochs in, before the lease timed out
+        "--param", "early_stopping_patience=0"]
 TIMEOUT_S = 8.0          # ADS_RANKING_CONTROLLER_TIMEOUT_S
 SLACK_S = 20.0           # the watch period, Ray ending the job, the submitter draining the log
 
@@ -128,8 +130,12 @@ def test_sigkill_of_a_kuberay_run_stops_and_deletes_its_rayjob(fake_apiserver: F
         def rayjob_status() -> dict:
             return (fake.get(RAYJOBS, NS, name) or {}).get("status", {})
 
-        to_driver_exit = _until(lambda: rayjob_status().get("jobStatus") == "FAILED",
-                                TIMEOUT_S + SLACK_S, "the Ray job FAILED", lines)
+        try:
+            to_driver_exit = _until(lambda: rayjob_status().get("jobStatus") == "FAILED",
+                                    TIMEOUT_S + SLACK_S, "the Ray job FAILED", lines)
+        except AssertionError as exc:
+            raise AssertionError(f"RayJob status {rayjob_status()}; the driver's log ends:\n"
+                                 + _submitter_log(fake, name)[-3000:]) from exc
         cluster = rayjob_status()["rayClusterName"]
         to_cluster_gone = _until(lambda: cluster not in fake.names(RAYCLUSTERS, NS), 30,
                                  "the RayCluster deleted", lines) + to_driver_exit

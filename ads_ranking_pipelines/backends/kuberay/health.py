@@ -46,7 +46,6 @@ PROVISIONER_SIGNALS = {
     ("karpenter", "FailedScheduling"): False,
 }
 AUTOSCALER_REASONS = {"TriggeredScaleUp": True, "NotTriggerScaleUp": False}
-SCALE_UP_REASONS = ("TriggeredScaleUp",)
 # Phases of a pod whose container has started (its log can be read).
 STARTED_PHASES = ("Running", "Succeeded", "Failed")
 
