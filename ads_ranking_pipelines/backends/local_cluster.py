@@ -39,7 +39,7 @@ from pathlib import Path
 
 import requests
 
-from ads_ranking_pipelines.backends import local_watchdog
+from ads_ranking_pipelines.backends import watchdog_spawn
 from ads_ranking_pipelines.backends.base import BackendError
 from ads_ranking_pipelines.backends.local_nodes import (
     HOST,
@@ -214,7 +214,7 @@ class LocalRayCluster:
             # Before the head: from here on a dead controller leaves no cluster behind (a head
             # it started but did not record yet is found by its temp dir, ``stop``).
             self._save()
-            self.state.watchdog_pid = local_watchdog.spawn(self.state_file(self.state_dir, self.name))
+            self.state.watchdog_pid = watchdog_spawn.spawn(self.state_file(self.state_dir, self.name))
         head = self._nodes.spawn_head(request, single)
         self.state.head_pid = head.pid
         self._save()
@@ -357,7 +357,7 @@ class LocalRayCluster:
             self._kill_group(pid, signal.SIGKILL)
             self._reap(pid, 2)
             with contextlib.suppress(OSError):
-                local_watchdog.log_path(self.state_file(self.state_dir, self.name)).unlink()
+                watchdog_spawn.log_path(self.state_file(self.state_dir, self.name)).unlink()
 
     # ---- discovery from another process ----------------------------------------------------
     @classmethod

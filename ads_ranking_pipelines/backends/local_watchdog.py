@@ -9,6 +9,8 @@ the run failed with its reason and its unevaluated model versions unattended), a
 exits quietly when the state file goes: the cluster was torn down as usual.
 
     python -m ads_ranking_pipelines.backends.local_watchdog STATE_FILE [INTERVAL_S]
+
+(started by ``watchdog_spawn.spawn``, so that the cluster module does not import this one).
 """
 
 from __future__ import annotations
@@ -20,25 +22,11 @@ import sys
 import time
 from pathlib import Path
 
+from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
 from ads_ranking_pipelines.backends.processes import process_alive
 
 ORPHAN_REASON_ENV = "ADS_RANKING_ORPHAN_REASON"
 ORPHAN_TIMEOUT_S = 120.0
-
-
-def log_path(state_file: Path) -> Path:
-    return state_file.with_suffix(".watchdog.log")
-
-
-def spawn(state_file: Path, interval_s: float = 1.0) -> int:
-    """Start the watchdog of the cluster recorded in ``state_file``; returns its PID."""
-    with open(log_path(state_file), "ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "ads_ranking_pipelines.backends.local_watchdog", str(state_file),
-             str(interval_s)],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            close_fds=True)
-    return proc.pid
 
 
 def _say(message: str) -> None:
@@ -58,8 +46,6 @@ def _orphaned(state_file: Path) -> dict | None:
 
 def handle_orphan(state_file: Path, state: dict) -> None:
     """Stop the cluster, then run its ``on_orphan`` command with the reason in its environment."""
-    from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
-
     reason = f"the process that started it (pid {state.get('controller_pid')}) is gone"
     _say(f"cluster {state.get('name')}: {reason}; stopping it")
     cluster = LocalRayCluster.find(str(state.get("name")), state_file.parent)

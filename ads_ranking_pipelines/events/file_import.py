@@ -33,7 +33,8 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from ads_ranking_pipelines.config.source import SourceConfig
-from ads_ranking_pipelines.events.formats import FileFormat, FileFormatError, formats
+from ads_ranking_pipelines.events.format_registry import formats
+from ads_ranking_pipelines.events.formats import FileFormat, FileFormatError
 from ads_ranking_pipelines.events.layout import DayWriter, EventLayoutError, part_uris
 from ads_ranking_pipelines.storage import fs
 

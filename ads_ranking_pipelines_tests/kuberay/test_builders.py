@@ -15,7 +15,7 @@ from ads_ranking_pipelines.kuberay.raycluster import build_raycluster
 from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
 from ads_ranking_pipelines_tests.kuberay.cases import CASES, SUBMISSION_ID, Case
 from ads_ranking_pipelines_tests.kuberay.pod_security import pod_templates
-from ads_ranking_pipelines_tests.kuberay.test_golden import render
+from ads_ranking_pipelines_tests.kuberay.golden import render
 
 CATALOG = load_catalog()
 IDS = [c.name for c in CASES]

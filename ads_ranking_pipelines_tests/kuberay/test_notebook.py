@@ -33,7 +33,7 @@ from ads_ranking_pipelines_tests.kuberay.pod_security import (
     restricted_violations,
     validate_pod,
 )
-from ads_ranking_pipelines_tests.kuberay.test_golden import render
+from ads_ranking_pipelines_tests.kuberay.golden import render
 
 IDS = [c.name for c in CASES]
 UID = "6c9d7b1a-0000-4000-8000-00000000abcd"

@@ -11,7 +11,7 @@ import pytest
 from ads_ranking_pipelines.kuberay import rayjob, rules
 from ads_ranking_pipelines.kuberay.rules import RuleError, check_raycluster, check_rayjob
 from ads_ranking_pipelines_tests.kuberay.cases import CASES
-from ads_ranking_pipelines_tests.kuberay.test_golden import render
+from ads_ranking_pipelines_tests.kuberay.golden import render
 
 Mutation = Callable[[dict[str, Any]], None]
 

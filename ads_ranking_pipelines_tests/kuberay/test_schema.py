@@ -18,7 +18,7 @@ from ads_ranking_pipelines_tests.kuberay.pod_security import (
     restricted_violations,
     validate_pod,
 )
-from ads_ranking_pipelines_tests.kuberay.test_golden import render
+from ads_ranking_pipelines_tests.kuberay.golden import render
 
 IDS = [c.name for c in CASES]
 REPO_ROOT = Path(__file__).resolve().parents[2]

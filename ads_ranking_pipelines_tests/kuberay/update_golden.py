@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from ads_ranking_pipelines_tests.kuberay.cases import CASES
-from ads_ranking_pipelines_tests.kuberay.test_golden import GOLDEN_DIR, KINDS, dump, golden_path, render
+from ads_ranking_pipelines_tests.kuberay.golden import GOLDEN_DIR, KINDS, dump, golden_path, render
 
 
 def write_all(golden_dir: Path = GOLDEN_DIR) -> list[str]:
