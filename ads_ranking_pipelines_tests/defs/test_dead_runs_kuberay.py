@@ -3,9 +3,10 @@
 ``ads-ranking pipeline run`` on the KubeRay backend runs as a real process against the fake API
 server (``Scenario(execute=True)``: each RayJob's cluster is a real local Ray cluster and its
 submitter really runs the job). The storage root is a path on the "shared volume" the Ray pods
-see (here: the same disk). Once training runs (a checkpoint exists) the CLI is SIGKILLed, as a
-lost run pod or an OOM kill would. Then: the training job's driver sees the run's controller
-lease go stale and exits (the Ray job FAILED), the RayJob goes Failed and KubeRay's deletion
+see (here: the same disk). Once training runs (a checkpoint exists), or while the training
+RayJob's cluster is still starting, the CLI is SIGKILLed, as a lost run pod or an OOM kill
+would. Then: the training job's driver sees the run's controller lease go stale (a driver that
+starts after the kill finds it stale) and exits (the Ray job FAILED), the RayJob goes Failed and KubeRay's deletion
 rules delete its RayCluster (its Ray processes stop); ``ads-ranking cluster gc`` reports the
 dead run, marks it FAILURE and deletes the RayJob of the now finished run. Nothing is left in
 the fake nor on the machine, and no version of the dead run can be promoted.
@@ -52,6 +53,7 @@ TINY = ["--window-days", "2", "--workers", "1", "--batch-size", "256", "--rows-p
         "--param", "early_stopping_patience=0"]
 TIMEOUT_S = 8.0          # ADS_RANKING_CONTROLLER_TIMEOUT_S
 SLACK_S = 20.0           # the watch period, Ray ending the job, the submitter draining the log
+START_S = 90.0           # provisioning: the cluster still starts and the driver imports first
 
 
 def _reader(proc: subprocess.Popen, lines: list[str]) -> threading.Thread:
@@ -74,14 +76,25 @@ def _until(predicate: Callable[[], object], timeout_s: float, what: str, lines: 
     return time.monotonic() - t0
 
 
-def _training_rayjob(fake: FakeKubeApiServer) -> str | None:
+def _training_rayjob(fake: FakeKubeApiServer, states: tuple[str, ...] = ("Running",)) -> str | None:
+    """The training step's RayJob once its ``jobDeploymentStatus`` is one of ``states``."""
     for name in fake.names(RAYJOBS, NS):
         obj = fake.get(RAYJOBS, NS, name) or {}
         labels = obj.get("metadata", {}).get("labels", {})
         if labels.get(SUBMISSION_ID_LABEL, "").startswith("train-") and \
-                obj.get("status", {}).get("jobDeploymentStatus") == "Running":
+                (obj.get("status") or {}).get("jobDeploymentStatus", "") in states:
             return name
     return None
+
+
+# When to kill: provisioning = the training RayJob is created, its cluster not up yet (the
+# driver starts after the controller is gone and finds the lease stale); training = a
+# checkpoint is written.
+PHASES = {
+    "provisioning": lambda fake, ads_home: _training_rayjob(fake, ("", "New", "Initializing")),
+    "training": lambda fake, ads_home: _training_rayjob(fake) and any(
+        (ads_home / "ray_results").glob("*/checkpoint_*")),
+}
 
 
 def _submitter_log(fake: FakeKubeApiServer, rayjob: str) -> str:
@@ -100,7 +113,8 @@ def _run(instance_home: Path) -> dg.DagsterRun:
 
 @pytest.mark.ray
 @pytest.mark.integration
-def test_sigkill_of_a_kuberay_run_stops_and_deletes_its_rayjob(fake_apiserver: FakeKubeApiServer,
+@pytest.mark.parametrize("phase", list(PHASES))
+def test_sigkill_of_a_kuberay_run_stops_and_deletes_its_rayjob(phase, fake_apiserver: FakeKubeApiServer,
                                                                ads_home, tmp_path) -> None:
     fake = fake_apiserver
     fake.scenario = Scenario(execute=True)
@@ -118,13 +132,13 @@ def test_sigkill_of_a_kuberay_run_stops_and_deletes_its_rayjob(fake_apiserver: F
     lines: list[str] = []
     _reader(proc, lines)
     try:
-        _until(lambda: proc.poll() is not None or (_training_rayjob(fake) and any(
-            (ads_home / "ray_results").glob("*/checkpoint_*"))), 400, "training", lines)
-        assert proc.poll() is None, "the run ended before training:\n" + "".join(lines[-40:])
-        name = _training_rayjob(fake)
+        _until(lambda: proc.poll() is not None or PHASES[phase](fake, ads_home), 400, phase, lines)
+        assert proc.poll() is None, f"the run ended before {phase}:\n" + "".join(lines[-40:])
+        name = _training_rayjob(fake, ("", "New", "Initializing", "Running"))
         assert _run(dagster_home).status == dg.DagsterRunStatus.STARTED
         proc.send_signal(signal.SIGKILL)
         killed = time.monotonic()
+        limit_s = TIMEOUT_S + SLACK_S + (START_S if phase == "provisioning" else 0.0)
         proc.wait(timeout=10)
 
         def rayjob_status() -> dict:
@@ -132,7 +146,7 @@ def test_sigkill_of_a_kuberay_run_stops_and_deletes_its_rayjob(fake_apiserver: F
 
         try:
             to_driver_exit = _until(lambda: rayjob_status().get("jobStatus") == "FAILED",
-                                    TIMEOUT_S + SLACK_S, "the Ray job FAILED", lines)
+                                    limit_s, "the Ray job FAILED", lines)
         except AssertionError as exc:
             raise AssertionError(f"RayJob status {rayjob_status()}; the driver's log ends:\n"
                                  + _submitter_log(fake, name)[-3000:]) from exc
@@ -152,12 +166,12 @@ def test_sigkill_of_a_kuberay_run_stops_and_deletes_its_rayjob(fake_apiserver: F
     finally:
         if proc.poll() is None:
             proc.kill()
-    print(f"kuberay, training: kill -> Ray job FAILED (driver exited) {to_driver_exit:.1f}s, "
+    print(f"kuberay, {phase}: kill -> Ray job FAILED (driver exited) {to_driver_exit:.1f}s, "
           f"-> RayCluster deleted {to_cluster_gone:.1f}s, -> 0 Ray processes {to_no_processes:.1f}s, "
           f"-> run FAILURE (gc) {to_failure:.1f}s, -> RayJob deleted {to_store_empty:.1f}s")
 
     # the driver stopped itself on the stale lease, within the timeout and some slack
-    assert to_driver_exit <= TIMEOUT_S + SLACK_S
+    assert to_driver_exit <= limit_s
     assert f"exit code {EXIT_CONTROLLER_GONE}" in failed_rayjob.get("message", ""), failed_rayjob
     assert "the run's controller is gone" in driver_log, driver_log[-2000:]
     assert failed_rayjob["jobDeploymentStatus"] == "Failed" and failed_rayjob["reason"] == "AppFailed"
