@@ -1,42 +1,40 @@
-"""Processes on this machine, by PID: alive or not (a zombie counts as dead), which ones belong
-to a local cluster (they name its temp dir), and an identity that a reused PID does not share."""
+"""Processes on this machine, by PID (psutil, so not only where ``/proc`` exists): alive or not
+(a zombie counts as dead), which ones belong to a local cluster (they name its temp dir), and
+an identity that a reused PID does not share."""
 
 from __future__ import annotations
 
 import os
 import time
 
+import psutil
+
 
 def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if pid <= 0:
         return False
-    except PermissionError:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:     # someone else's process: it exists
         return True
-    try:  # a zombie child counts as dead
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
+
+
+def _mentions(proc: psutil.Process, marker: str) -> bool:
+    """Whether ``marker`` is in the process's command line or environment."""
+    try:
+        if any(marker in arg for arg in proc.cmdline()):
+            return True
+        return any(marker in key or marker in value for key, value in proc.environ().items())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
         return False
 
 
 def pids_mentioning(marker: str) -> list[int]:
     """PIDs whose command line or environment mentions ``marker`` (our cluster's temp dir)."""
-    found = []
     me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        for name in ("cmdline", "environ"):
-            try:
-                with open(f"/proc/{entry}/{name}", "rb") as f:
-                    if marker.encode() in f.read():
-                        found.append(int(entry))
-                        break
-            except OSError:
-                break
-    return found
+    return sorted(p.pid for p in psutil.process_iter() if p.pid != me and _mentions(p, marker))
 
 
 def wait_for_exit(marker: str, timeout_s: float, interval_s: float = 0.5) -> list[int]:
@@ -50,14 +48,12 @@ def wait_for_exit(marker: str, timeout_s: float, interval_s: float = 0.5) -> lis
 
 
 def process_start(pid: int) -> str:
-    """An identity for the process ``pid`` that a reused PID does not share (its start time
-    in clock ticks from /proc); "" when it does not exist or /proc is not there."""
+    """An identity for the process ``pid`` that a reused PID does not share (its creation
+    time, to the hundredth of a second); "" when it does not exist."""
     try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-            stat = fh.read()
-    except OSError:
+        return f"{psutil.Process(pid).create_time():.2f}"
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
         return ""
-    return stat.rsplit(")", 1)[-1].split()[19]
 
 
 def process_alive(pid: int, start: str) -> bool:
@@ -65,5 +61,5 @@ def process_alive(pid: int, start: str) -> bool:
     if pid <= 0:
         return False
     if start:
-        return process_start(pid) == start
+        return process_start(pid) == start and pid_alive(pid)
     return pid_alive(pid)
