@@ -53,10 +53,10 @@ class PoolLimit:
 
 def pool_limit(instance: Any, pool: str, catalog: PoolCatalog) -> PoolLimit:
     """The limit the instance's run queue applies to ``pool``; the catalog's without a queue rule."""
-    from dagster._core.run_coordinator import QueuedRunCoordinator
+    import dagster as dg
 
     coordinator = instance.run_coordinator
-    if isinstance(coordinator, QueuedRunCoordinator):
+    if isinstance(coordinator, dg.QueuedRunCoordinator):
         rules = [r for r in coordinator.get_run_queue_config().tag_concurrency_limits
                  if r.get("key") == GPU_POOL_TAG and (r.get("value") in (None, pool) or isinstance(r.get("value"), dict))]
         if rules:

@@ -16,6 +16,7 @@ day and the run that trained it.
 """
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import dagster as dg
@@ -34,13 +35,22 @@ from ads_ranking_pipelines.defs.train_step import plan, train_days
 from ads_ranking_pipelines.storage import fs
 from ads_ranking_pipelines.storage.registry import ModelRegistry
 
-# The single-run backfill policy is marked beta; it is the point of these assets, so say it once here.
-warnings.filterwarnings("ignore", message=".*`backfill_policy`.*", category=dg.BetaWarning)
-
 GROUP = "ads_ranking"
 SINGLE_RUN = dg.BackfillPolicy.single_run()
 # Order of steps that are ready together (in-process executor): scores come last.
 PRIORITY = "dagster/priority"
+
+
+def daily_asset(**kwargs: Any) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
+    """``dg.asset`` for the daily assets, backfilled in one run per range (``SINGLE_RUN``).
+    Dagster marks ``backfill_policy`` beta and warns at each definition; single-run backfills
+    are the point of these assets, so that one warning is silenced here, not process-wide."""
+    def define(fn: Callable[..., Any]) -> dg.AssetsDefinition:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*`backfill_policy`.*", category=dg.BetaWarning)
+            return dg.asset(partitions_def=daily_partitions, group_name=GROUP,
+                            **kwargs)(fn)
+    return define
 
 
 def _registry(context: dg.AssetExecutionContext, storage: StorageResource, model_name: str | None = None) -> ModelRegistry:
@@ -48,9 +58,9 @@ def _registry(context: dg.AssetExecutionContext, storage: StorageResource, model
     return ModelRegistry(storage.layout(), name)
 
 
-@dg.asset(partitions_def=daily_partitions, group_name=GROUP, kinds={"parquet"}, backfill_policy=SINGLE_RUN,
-          op_tags={PRIORITY: "40"},
-          description="One day of ad impressions in the event-parquet layout (generated for synthetic sources).")
+@daily_asset(kinds={"parquet"},
+             op_tags={PRIORITY: "40"},
+             description="One day of ad impressions in the event-parquet layout (generated for synthetic sources).")
 def impressions(context: dg.AssetExecutionContext, storage: StorageResource,
                 event_source: EventSourceResource) -> dg.MaterializeResult:
     source = resolve_events(event_source.source_config(storage.home), context.log)
@@ -61,10 +71,10 @@ def impressions(context: dg.AssetExecutionContext, storage: StorageResource,
     return dg.MaterializeResult()
 
 
-@dg.asset(partitions_def=daily_partitions, group_name=GROUP, deps=[impressions], kinds={"ray", "pytorch"},
-          backfill_policy=SINGLE_RUN, op_tags={PRIORITY: "30"},
-          description="A TorchRec-sharded DLRM trained on Ray over the window before each partition day; "
-                      "one model version per day, in date order, on one cluster.")
+@daily_asset(deps=[impressions], kinds={"ray", "pytorch"},
+             op_tags={PRIORITY: "30"},
+             description="A TorchRec-sharded DLRM trained on Ray over the window before each partition day; "
+                         "one model version per day, in date order, on one cluster.")
 def trained_model(context: dg.AssetExecutionContext, config: TrainingConfig, storage: StorageResource,
                   event_source: EventSourceResource, ray_cluster: RayClusterResource) -> dg.MaterializeResult:
     days = partition_days(context)
@@ -96,10 +106,10 @@ def cluster_record(ray_cluster: RayClusterResource, request: Any) -> dict[str, A
     return record
 
 
-@dg.asset(partitions_def=daily_partitions, group_name=GROUP, deps=[trained_model], kinds={"ray", "xgboost"},
-          backfill_policy=SINGLE_RUN, op_tags={PRIORITY: "20"}, check_specs=CHECK_SPECS,
-          description="Held-out-day metrics of each day's version beside the XGBoost baseline and the champion. "
-                      "Gates are blocking asset checks; a version whose gates all pass becomes champion.")
+@daily_asset(deps=[trained_model], kinds={"ray", "xgboost"},
+             op_tags={PRIORITY: "20"}, check_specs=CHECK_SPECS,
+             description="Held-out-day metrics of each day's version beside the XGBoost baseline and the champion. "
+                         "Gates are blocking asset checks; a version whose gates all pass becomes champion.")
 def model_evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, storage: StorageResource,
                      event_source: EventSourceResource, ray_cluster: RayClusterResource):
     registry = _registry(context, storage)
@@ -109,10 +119,10 @@ def model_evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig
     yield from check_results(verdicts)
 
 
-@dg.asset(partitions_def=daily_partitions, group_name=GROUP, deps=[impressions], kinds={"ray", "parquet"},
-          backfill_policy=SINGLE_RUN, op_tags={PRIORITY: "10"},
-          description="Each partition day's impressions scored by the champion as of the end of that day's "
-                      "evaluation (Ray Data map_batches); records the version used.")
+@daily_asset(deps=[impressions], kinds={"ray", "parquet"},
+             op_tags={PRIORITY: "10"},
+             description="Each partition day's impressions scored by the champion as of the end of that day's "
+                         "evaluation (Ray Data map_batches); records the version used.")
 def batch_scores(context: dg.AssetExecutionContext, storage: StorageResource,
                  event_source: EventSourceResource, ray_cluster: RayClusterResource) -> dg.MaterializeResult:
     registry = _registry(context, storage)

@@ -14,7 +14,6 @@ import datetime as dt
 from typing import Any
 
 import dagster as dg
-from dagster._core.errors import DagsterExecutionInterruptedError
 
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.contracts.gates import ChampionRef, GateStep, Verdict, gate_step
@@ -113,7 +112,7 @@ def evaluate_days(context: dg.AssetExecutionContext, config: EvaluationConfig, r
     try:
         run_days(context, session(context, ray_cluster, request, registry.layout.root),
                  job_spec("evaluate", context, days, ray_cluster, spec), days, results)
-    except (DagsterExecutionInterruptedError, KeyboardInterrupt):
+    except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt):
         context.log.warning(f"the run was cancelled while evaluating {span(days)}: nothing promoted; "
                             f"the champion is unchanged ({champion or 'none'})")
         raise

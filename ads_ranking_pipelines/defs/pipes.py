@@ -21,7 +21,6 @@ from typing import Any
 
 import dagster as dg
 from dagster import PipesEnvContextInjector, PipesMessageHandler, PipesMessageReader, open_pipes_session
-from dagster._core.errors import DagsterExecutionInterruptedError
 from dagster_pipes import PIPES_PROTOCOL_VERSION_FIELD, PipesDefaultMessageWriter, PipesParams
 
 from ads_ranking_pipelines.backends.base import ClusterSession, JobSpec, JobState, JobStatus
@@ -260,7 +259,7 @@ def run_ray_job(context: Any, session: ClusterSession, job: JobSpec, poll_interv
         pipes.report_launched({"extras": {JOB_ID_KEY: job_id}})
         try:
             status = wait_until_terminal(session, job_id, reader.job_ending, idle_poll_s=poll_interval_s)
-        except (DagsterExecutionInterruptedError, KeyboardInterrupt):
+        except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt):
             context.log.warning(f"[pipes] run interrupted: stopping Ray job {job_id}")
             stop_and_wait(session, job_id)
             raise

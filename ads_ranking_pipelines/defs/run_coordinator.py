@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any
 
 import dagster as dg
-from dagster._core.run_coordinator import QueuedRunCoordinator, SubmitRunContext
 
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.defs.tags import GPU_POOL_TAG, run_tags
@@ -37,14 +36,14 @@ def implied_tags(run: dg.DagsterRun) -> dict[str, str]:
     return {k: v for k, v in tags.items() if k not in run.tags}
 
 
-class PoolTaggingRunCoordinator(QueuedRunCoordinator):
+class PoolTaggingRunCoordinator(dg.QueuedRunCoordinator):
     """``QueuedRunCoordinator`` (same config) that adds :func:`implied_tags` before queueing."""
 
-    def submit_run(self, context: SubmitRunContext) -> dg.DagsterRun:
+    def submit_run(self, context: dg.SubmitRunContext) -> dg.DagsterRun:
         run = context.dagster_run
         missing = implied_tags(run)
         if missing:
             self._instance.add_run_tags(run.run_id, missing)
             run = self._instance.get_run_by_id(run.run_id) or run
-            context = SubmitRunContext(run, context.workspace)
+            context = dg.SubmitRunContext(run, context.workspace)
         return super().submit_run(context)

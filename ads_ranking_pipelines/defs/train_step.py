@@ -15,7 +15,6 @@ import os
 from typing import Any
 
 import dagster as dg
-from dagster._core.errors import DagsterExecutionInterruptedError
 
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.contracts.ranges import TrainDay, TrainRangeSpec
@@ -108,7 +107,7 @@ def _keep_finished(context: dg.AssetExecutionContext, registry: ModelRegistry, t
         metadata.add(d.day.isoformat(), _day_metadata(the_plan, d, results.days[d.day.isoformat()], None))
     metadata.record_finished()
     stopped = next((d for d in spec.days if d.day.isoformat() not in results.days), None)
-    why = "the run was cancelled" if isinstance(exc, (DagsterExecutionInterruptedError, KeyboardInterrupt)) \
+    why = "the run was cancelled" if isinstance(exc, (dg.DagsterExecutionInterruptedError, KeyboardInterrupt)) \
         else "the training job failed"
     where = (f"{stopped.day} ({stopped.model_version} not kept"
              + ("; its half-written files were removed)" if stopped.model_version in discarded else ")")
