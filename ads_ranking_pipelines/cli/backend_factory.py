@@ -33,7 +33,7 @@ from ads_ranking_pipelines.config.messages import (  # noqa: F401 - the CLI's wo
     request_error,
     validation_error,
 )
-from ads_ranking_pipelines.config.settings import Settings, SettingsError
+from ads_ranking_pipelines.config.settings import Settings, SettingsError, account_name
 from ads_ranking_pipelines.config.validation import (
     RequestError,
     RequestErrors,
@@ -71,7 +71,7 @@ class CliEnv:
 
     @property
     def default_owner(self) -> str:
-        return self.settings.owner or "unknown"
+        return self.settings.owner or account_name(os.environ)
 
 
 def cli_env(ctx: typer.Context) -> CliEnv:

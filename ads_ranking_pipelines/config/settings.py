@@ -21,7 +21,7 @@ Nothing here reads ``os.environ`` at import: ``definitions.py``, the CLI and X-R
 | ``ADS_RANKING_KUBE_IN_CLUSTER`` | ``true``: reach the API server with the pod's service account |
 | ``ADS_RANKING_KUBE_CONTEXT``, ``KUBECONFIG`` | otherwise: kubeconfig context and file |
 | ``ADS_RANKING_DEV_WORKING_TREE`` | development mode: ship this working tree's package to the Ray pods |
-| ``ADS_RANKING_OWNER`` | owner label of clusters the CLI creates (default ``$USER``) |
+| ``ADS_RANKING_OWNER`` | owner label of clusters the CLI and X-Ray create (default ``$USER``, ``$LOGNAME``, else the account name) |
 """
 
 from __future__ import annotations
@@ -81,6 +81,22 @@ def _seconds(environ: Mapping[str, str], name: str, default: float, minimum: flo
     return value
 
 
+def account_name(environ: Mapping[str, str]) -> str:
+    """Who is running this: ``ADS_RANKING_OWNER``, else ``$USER`` / ``$LOGNAME``, else the
+    account of this process's user id (a container's shell often sets neither variable), else
+    ``uid-<n>`` (a user id the account database does not know, as OpenShift assigns)."""
+    for name in ("ADS_RANKING_OWNER", "USER", "LOGNAME"):
+        value = _opt(environ, name)
+        if value:
+            return value
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError):
+        return f"uid-{os.getuid()}" if hasattr(os, "getuid") else "unknown"
+
+
 def _opt(environ: Mapping[str, str], name: str) -> str | None:
     return (environ.get(name) or "").strip() or None
 
@@ -133,8 +149,7 @@ class Settings:
             kube_context=_opt(environ, "ADS_RANKING_KUBE_CONTEXT"),
             kube_config_file=_opt(environ, "KUBECONFIG"),
             dev_working_tree=_opt(environ, "ADS_RANKING_DEV_WORKING_TREE"),
-            owner=_opt(environ, "ADS_RANKING_OWNER") or _opt(environ, "USER")
-            or _opt(environ, "LOGNAME"),
+            owner=account_name(environ),
             local_layout=_choice(environ, LOCAL_LAYOUT_ENV, LOCAL_LAYOUTS, "single-node"),
             controller_timeout_s=_seconds(environ, CONTROLLER_TIMEOUT_ENV, 60.0, minimum=5.0),
         )

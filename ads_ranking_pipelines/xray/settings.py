@@ -12,12 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ads_ranking_pipelines.config.settings import Settings
+from ads_ranking_pipelines.config.settings import Settings, account_name
 
 DAGSTER_URL_ENV = "ADS_RANKING_DAGSTER_URL"
 TOKEN_ENV = "ADS_RANKING_XRAY_TOKEN"
 NAMESPACE_ENV = "ADS_RANKING_NAMESPACE"
-OWNER_ENV = "ADS_RANKING_OWNER"
 DEFAULT_DAGSTER_URL = "http://127.0.0.1:3000"
 DEFAULT_NAMESPACE = "ads-ranking"
 
@@ -83,18 +82,11 @@ def kube_settings(environ: Mapping[str, str], *, context: str | None, in_cluster
                         config_file=config_file, namespaces=names, all_namespaces=all_namespaces)
 
 
-def default_owner(environ: Mapping[str, str]) -> str:
-    for key in (OWNER_ENV, "USER", "LOGNAME"):
-        if environ.get(key):
-            return environ[key]
-    return "unknown"
-
-
 def make_settings(environ: Mapping[str, str], *, host: str, port: int, token: str | None,
                   dagster_url: str | None, kube: KubeSettings) -> XraySettings:
     return XraySettings(
         host=host, port=port, token=token or environ.get(TOKEN_ENV) or None,
         dagster_url=(dagster_url or environ.get(DAGSTER_URL_ENV) or DEFAULT_DAGSTER_URL).rstrip("/"),
-        settings=Settings.from_environ(environ), default_owner=default_owner(environ), kube=kube,
+        settings=Settings.from_environ(environ), default_owner=account_name(environ), kube=kube,
     )
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from ads_ranking_pipelines.backends.factory import local_backend
@@ -32,3 +34,15 @@ def test_the_replica_failure_grace_is_read_in_seconds(tmp_path) -> None:
             Settings.from_environ({**home, "ADS_RANKING_REPLICA_FAILURE_GRACE_S": bad})
         assert str(err.value) == (f"invalid ADS_RANKING_REPLICA_FAILURE_GRACE_S={bad!r}; "
                                   "valid: a number of seconds >= 0")
+
+
+def test_the_owner_is_never_unknown_where_no_variable_names_the_user(tmp_path) -> None:
+    """A container's shell often sets neither USER nor LOGNAME: the owner is then the account
+    of this process's user id (what X-Ray and ``cluster create`` record), not "unknown"."""
+    import pwd
+
+    home = {"ADS_RANKING_HOME": str(tmp_path)}
+    assert Settings.from_environ(home).owner == pwd.getpwuid(os.getuid()).pw_name
+    assert Settings.from_environ({**home, "LOGNAME": "lee"}).owner == "lee"
+    assert Settings.from_environ({**home, "LOGNAME": "lee", "USER": "una"}).owner == "una"
+    assert Settings.from_environ({**home, "USER": "una", "ADS_RANKING_OWNER": "ops"}).owner == "ops"
