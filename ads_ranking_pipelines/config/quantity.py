@@ -4,6 +4,9 @@ Memory is written with a binary (``Ki``/``Mi``/``Gi``/``Ti``) or decimal (``k``/
 suffix, or as plain bytes. CPUs are a float on our side and a quantity (``"4"``, ``"500m"``)
 on the Kubernetes side; Kubernetes keeps millicore precision, so finer values are refused
 rather than silently rounded.
+
+Not ``kubernetes.utils.parse_quantity``: importing ``kubernetes`` takes over a second, and the
+config is read in every Ray worker. The tests check that both parsers agree on what we accept.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import math
+from decimal import Decimal
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -65,3 +68,20 @@ def test_format_cpu(cpus: float, expected: str) -> None:
 def test_cpu_rejects(cpus: float) -> None:
     with pytest.raises(QuantityError):
         cpu_millis(cpus)
+
+
+@pytest.mark.parametrize("text", ["1", "1024", "512Mi", "16Gi", "1.5G", "2Ti", "3k", "0.5Ki", "7M",
+                                  "250T", "1.25Gi", "100000"])
+def test_memory_agrees_with_the_kubernetes_clients_parser(text: str) -> None:
+    """Our parser (kept: ``kubernetes`` costs >1 s to import in every Ray worker that reads a
+    config) gives the bytes the Kubernetes client's own ``parse_quantity`` gives, rounded up."""
+    from kubernetes.utils.quantity import parse_quantity
+
+    assert parse_memory(text) == math.ceil(parse_quantity(text))
+
+
+@pytest.mark.parametrize("cpus", [0.5, 1, 1.5, 4, 0.001, 31.999])
+def test_cpu_quantities_read_back_by_the_kubernetes_client(cpus: float) -> None:
+    from kubernetes.utils.quantity import parse_quantity
+
+    assert parse_quantity(format_cpu(cpus)) == Decimal(str(cpus))
