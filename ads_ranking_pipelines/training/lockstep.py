@@ -27,7 +27,7 @@ def _empty(arrays: Mapping[str, np.ndarray] | None) -> bool:
 
 
 def counted(w: Any, batches: Iterable[Mapping[str, np.ndarray]], steps: int) -> Iterator[Batch]:
-    """Exactly ``steps`` batches of this rank's equal shard (``w`` is a ``train_loop.Worker``)."""
+    """Exactly ``steps`` batches of this rank's equal shard (``w`` is a ``worker.Worker``)."""
     it, phase = iter(batches), w.profile.phase
     for i in range(steps):
         with phase("input_wait"):

@@ -35,7 +35,8 @@ import torch
 
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.training.model import feature_spec_from_dict
-from ads_ranking_pipelines.training.train_loop import quiet_warnings, run_worker
+from ads_ranking_pipelines.training.train_loop import run_worker
+from ads_ranking_pipelines.training.worker import quiet_warnings
 
 DATASET_NAME = "train"
 VALID_DATASET_NAME = "valid"

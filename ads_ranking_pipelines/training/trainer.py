@@ -42,7 +42,8 @@ from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
 from ads_ranking_pipelines.training.ray_train_worker import (DATASET_NAME, VALID_DATASET_NAME, shard_name,
                                                               train_loop_per_worker)
 from ads_ranking_pipelines.training.checkpoint import read_train_state
-from ads_ranking_pipelines.training.train_loop import SELECTION_METRIC, quiet_warnings
+from ads_ranking_pipelines.training.train_loop import SELECTION_METRIC
+from ads_ranking_pipelines.training.worker import quiet_warnings
 from ads_ranking_pipelines.training.window import Window, load_window
 
 CHECKPOINTS_TO_KEEP = 2

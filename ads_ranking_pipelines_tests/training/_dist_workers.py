@@ -16,7 +16,9 @@ from ads_ranking_pipelines.training.dense_norm import sync_dense_statistics
 from ads_ranking_pipelines.training.model import build_model
 from ads_ranking_pipelines.training.sharding import shard_model
 from ads_ranking_pipelines.training.checkpoint import load_checkpoint, read_train_state, save_checkpoint
-from ads_ranking_pipelines.training.train_loop import quiet_warnings, run_worker, set_learning_rates
+from ads_ranking_pipelines.training.train_loop import run_worker
+from ads_ranking_pipelines.training.train_step import set_learning_rates
+from ads_ranking_pipelines.training.worker import quiet_warnings
 
 from ._toy import tiny_params, tiny_spec, toy_arrays
 
