@@ -3,6 +3,7 @@ its JSON lines by ``interpret(records)`` (``run_all --record``). Read the number
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from benchmarks._common import fmt_spread

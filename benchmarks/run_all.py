@@ -264,7 +264,7 @@ def record_results(records: dict[str, dict[str, Any]], note: str, fast: bool) ->
         "",
         f"- machine: {machine['nproc']} CPUs ({machine['cpu']}), {machine['ram_gib']} GiB RAM, "
         f"Python {machine['python']}; " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()),
-        f"- load average (1, 5, 15 min) when each benchmark started: "
+        "- load average (1, 5, 15 min) when each benchmark started: "
         + ("; ".join(f"{n} {v}" for n, v in loads.items()) or "n/a")
         + f" (highest 1-min figure seen before/after a benchmark: {meta['max_load_1min']}; "
         f"this machine has {machine['nproc']} CPUs)",

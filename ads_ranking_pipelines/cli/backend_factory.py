@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 import threading
 from collections.abc import Mapping
@@ -36,7 +35,6 @@ from ads_ranking_pipelines.config.messages import (  # noqa: F401 - the CLI's wo
 from ads_ranking_pipelines.config.settings import Settings, SettingsError, account_name
 from ads_ranking_pipelines.config.validation import (
     RequestError,
-    RequestErrors,
     ResolvedRequest,
     resolve_request,
 )

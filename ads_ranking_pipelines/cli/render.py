@@ -7,14 +7,11 @@ works.
 
 from __future__ import annotations
 
-import datetime as dt
 import enum
-import json
 import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import yaml
 from rich.console import Console
 from rich.table import Table
 

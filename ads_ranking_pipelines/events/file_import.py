@@ -21,7 +21,6 @@ on first use and re-imports only when the files or the import settings change.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterator
