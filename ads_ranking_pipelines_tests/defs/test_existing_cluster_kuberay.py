@@ -12,8 +12,8 @@ import sys
 import dagster as dg
 import pytest
 
-from ads_ranking_pipelines.backends.base import JobSpec
-from ads_ranking_pipelines.backends.kuberay.borrowed import SelectorSession
+from ads_ranking_pipelines.backends.base import JobSpec, JobState
+from ads_ranking_pipelines.backends.kuberay.borrowed import SelectorSession, selector_session
 from ads_ranking_pipelines.backends.kuberay.client import RAYCLUSTERS, RAYJOBS
 from ads_ranking_pipelines.cli.pipeline import run_config
 from ads_ranking_pipelines.config.cluster import ClusterRequest
@@ -86,6 +86,18 @@ def test_the_run_s_rayjob_selects_the_cluster(fake_apiserver: FakeKubeApiServer)
     assert manifest["spec"]["clusterSelector"] == {"ray.io/cluster": "shared"}
     assert "rayClusterSpec" not in manifest["spec"] and manifest["spec"]["shutdownAfterJobFinishes"] is False
     assert manifest["metadata"]["labels"]["dagster/run-id"] == "run-1"
+
+
+def test_the_session_deletes_its_rayjobs_and_leaves_the_cluster(fake_apiserver: FakeKubeApiServer) -> None:
+    fake_apiserver.scenario = Scenario(hold_running_s=60)
+    backend = make_backend(fake_apiserver)
+    backend.create_cluster(SHARED, wait=True, timeout_s=10)
+    with selector_session(backend, NS, "shared") as session:
+        job_id = session.submit(JobSpec("train-20260310-run1", "python -m ads_ranking_pipelines.ray_jobs.train"))
+        assert backend.job_status(NS, job_id).state is JobState.RUNNING
+    assert fake_apiserver.names(RAYJOBS) == [] and job_id in fake_apiserver.stopped_jobs
+    assert fake_apiserver.names(RAYCLUSTERS) == ["shared"]
+    assert fake_apiserver.get(RAYCLUSTERS, NS, "shared")["status"]["state"] == "ready"
 
 
 @pytest.mark.ray
