@@ -13,7 +13,6 @@ import dagster as dg
 import pytest
 
 from ads_ranking_pipelines.backends.base import JobSpec, JobState
-from ads_ranking_pipelines.backends.kuberay.borrowed import SelectorSession, selector_session
 from ads_ranking_pipelines.backends.kuberay.client import RAYCLUSTERS, RAYJOBS
 from ads_ranking_pipelines.cli.pipeline import run_config
 from ads_ranking_pipelines.config.cluster import ClusterRequest
@@ -79,6 +78,8 @@ def test_a_run_that_does_not_fit_the_raycluster_is_refused(fake_apiserver: FakeK
 
 
 def test_the_run_s_rayjob_selects_the_cluster(fake_apiserver: FakeKubeApiServer) -> None:
+    from ads_ranking_pipelines.backends.kuberay.borrowed import SelectorSession
+
     backend = make_backend(fake_apiserver, run_id="run-1")
     backend.create_cluster(SHARED, wait=True, timeout_s=10)
     session = SelectorSession(backend, fake_apiserver.get(RAYCLUSTERS, NS, "shared"))
@@ -89,6 +90,8 @@ def test_the_run_s_rayjob_selects_the_cluster(fake_apiserver: FakeKubeApiServer)
 
 
 def test_the_session_deletes_its_rayjobs_and_leaves_the_cluster(fake_apiserver: FakeKubeApiServer) -> None:
+    from ads_ranking_pipelines.backends.kuberay.borrowed import selector_session
+
     fake_apiserver.scenario = Scenario(hold_running_s=60)
     backend = make_backend(fake_apiserver)
     backend.create_cluster(SHARED, wait=True, timeout_s=10)

@@ -15,7 +15,6 @@ import pytest
 import requests
 
 from ads_ranking_pipelines.backends.base import JobSpec, JobState
-from ads_ranking_pipelines.backends.local_borrowed import BorrowedLocalBackend, find_target
 from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
 from ads_ranking_pipelines.backends.ray_job_api import RayJobApi
 from ads_ranking_pipelines.config.cluster import ClusterRequest
@@ -76,6 +75,8 @@ def test_a_run_that_does_not_fit_is_refused_before_anything_and_a_session_stops_
     assert _runs() == 0 and api.list_jobs() == []
     assert [c.name for c in LocalRayCluster.list(ads_home / "clusters")] == ["shared"]
     # a run's session there stops its own job still running when it ends; the cluster stays
+    from ads_ranking_pipelines.backends.local_borrowed import BorrowedLocalBackend, find_target
+
     target = find_target(ads_home / "clusters", "shared")
     with BorrowedLocalBackend(target).session(shared_cluster.request) as session:
         job_id = session.submit(JobSpec("sleeper-1", "sleep 120"))

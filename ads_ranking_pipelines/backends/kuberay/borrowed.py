@@ -161,7 +161,9 @@ class SelectorSession(ClusterSession):
         try:
             return self.backend.jobs.status(self.namespace, job_id)
         except BackendError:
-            if job_id in self._stopped:
+            with self._lock:
+                stopped = job_id in self._stopped
+            if stopped:
                 return JobStatus(JobState.STOPPED, "stopped; RayJob deleted")
             raise
 
@@ -172,9 +174,10 @@ class SelectorSession(ClusterSession):
         """Delete the RayJob: KubeRay's finalizer stops its Ray job; the cluster stays."""
         with self._lock:
             token = self._created.get(job_id)
+            if token is not None:
+                self._stopped.add(job_id)
         if token is None:
             raise BackendError(f"RayJob {job_id} was not submitted in this session")
-        self._stopped.add(job_id)
         try:
             calls.delete_if_token(self.backend.client, RAYJOBS, self.namespace, job_id, token)
         except KubeError as exc:
