@@ -162,7 +162,7 @@ class RayClusterResource(dg.ConfigurableResource):
             raise
         self._stack, self._session, self._request = stack, session, req
         if log is not None:
-            log.info(f"Ray cluster {req.name} ready; dashboard {session.dashboard_url}")
+            log.info(f"Ray cluster {session.name} ready; dashboard {session.dashboard_url}")
         return session
 
     def open_session(self, backend: RayBackend, resolved: ResolvedRequest) -> Any:
