@@ -37,7 +37,9 @@ def evaluation_config_fields() -> dict[str, type]:
     return {name: f.annotation for name, f in EvaluationConfig.model_fields.items()}
 
 
-def build_definitions(environ: Mapping[str, str]) -> dg.Definitions:
+def build_definitions(environ: Mapping[str, str], ray_target: Mapping[str, str] | None = None) -> dg.Definitions:
+    """``ray_target``: run on an existing cluster (``ray_cluster`` fields: ``existing_cluster``, local
+    also ``ray_address``) instead of creating one."""
     settings = Settings.from_environ(environ)
     return dg.Definitions(
         assets=[impressions, trained_model, model_evaluation, batch_scores, champion_spec],
@@ -47,7 +49,7 @@ def build_definitions(environ: Mapping[str, str]) -> dg.Definitions:
         resources={
             "storage": StorageResource(home=settings.home),
             "event_source": EventSourceResource(),
-            "ray_cluster": ray_resource(settings),
+            "ray_cluster": ray_resource(settings, ray_target),
         },
     )
 

@@ -91,6 +91,10 @@ _OPTS = dict(
     param=typer.Option(None, "--param", help="Any training field, FIELD=VALUE (repeatable), e.g. learning_rate=0.02."),
     gate=typer.Option(None, "--gate", help="A gate threshold, FIELD=VALUE (repeatable), e.g. max_auc_drop_vs_champion=0.01."),
     no_wait=typer.Option(False, "--no-wait", help="Exit 1 instead of waiting when the GPU pool is at its run limit."),
+    cluster=typer.Option(None, "--cluster", help="Run on this existing cluster (local: of `cluster create`; "
+                         "kuberay: a RayCluster of ours) instead of creating one; it is left running."),
+    ray_address=typer.Option(None, "--ray-address", help="Local backend: run on the Ray cluster whose "
+                             "dashboard is at this address (http://HOST:8265) instead of creating one."),
 )
 
 
@@ -128,7 +132,15 @@ def _day(value: Optional[str], flag: str) -> dt.date:
     return day
 
 
-def _inputs(source, window_days, workers, epochs, batch_size, gpu_pool, model_name, rows_per_day, param=None):
+def _target(cluster: Optional[str], ray_address: Optional[str]) -> dict[str, str]:
+    """The ``ray_cluster`` resource fields that point the run at an existing cluster."""
+    if cluster and ray_address:
+        fail(f"invalid --ray-address={ray_address!r} with --cluster={cluster!r}; valid: one of the two", EXIT_INVALID)
+    return {k: v for k, v in (("existing_cluster", cluster), ("ray_address", ray_address)) if v}
+
+
+def _inputs(source, window_days, workers, epochs, batch_size, gpu_pool, model_name, rows_per_day, param=None,
+            target=None):
     extra = _pairs(param, "--param", sorted(TrainingParams.model_fields))
     params = _params({**extra, "dataset_window_days": window_days, "num_workers": workers, "epochs": epochs,
                       "batch_size": batch_size, "gpu_pool": gpu_pool, "model_name": model_name})
@@ -139,7 +151,7 @@ def _inputs(source, window_days, workers, epochs, batch_size, gpu_pool, model_na
                 {**src.synthetic.model_dump(), "rows_per_day": rows_per_day})})
         except ValidationError as exc:
             fail(format_validation_error(exc, type(src.synthetic), prefix="source.synthetic."), EXIT_INVALID)
-    check_run(params, os.environ)
+    check_run(params, os.environ, target)
     return params, src
 
 
@@ -152,12 +164,15 @@ def run(
     model_name: Optional[str] = _OPTS["model_name"], rows_per_day: Optional[int] = _OPTS["rows_per_day"],
     verbose: bool = _OPTS["verbose"], param: Optional[list[str]] = _OPTS["param"],
     gate: Optional[list[str]] = _OPTS["gate"], no_wait: bool = _OPTS["no_wait"],
+    cluster: Optional[str] = _OPTS["cluster"], ray_address: Optional[str] = _OPTS["ray_address"],
 ) -> None:
     """Run daily_retraining for one day; the last line printed is one JSON object."""
     day = _day(date, "--date")
-    params, src = _inputs(source, window_days, workers, epochs, batch_size, gpu_pool, model_name, rows_per_day, param)
+    target = _target(cluster, ray_address)
+    params, src = _inputs(source, window_days, workers, epochs, batch_size, gpu_pool, model_name, rows_per_day, param,
+                          target)
     _finish(run_pipeline(day, params, src, dict(os.environ), verbose=verbose, evaluation=_gates(gate),
-                         wait=not no_wait))
+                         wait=not no_wait, target=target))
 
 
 @app.command("backfill")
@@ -172,14 +187,17 @@ def backfill(
     model_name: Optional[str] = _OPTS["model_name"], rows_per_day: Optional[int] = _OPTS["rows_per_day"],
     verbose: bool = _OPTS["verbose"], param: Optional[list[str]] = _OPTS["param"],
     gate: Optional[list[str]] = _OPTS["gate"], no_wait: bool = _OPTS["no_wait"],
+    cluster: Optional[str] = _OPTS["cluster"], ray_address: Optional[str] = _OPTS["ray_address"],
 ) -> None:
     """Run daily_retraining over a date range as ONE run on one cluster: one version per day, in date order."""
     d1, d2 = _day(first, "--from"), _day(last, "--to")
     if d2 < d1:
         fail(f"invalid --to={d2}: before --from={d1}", EXIT_INVALID)
-    params, src = _inputs(source, window_days, workers, epochs, batch_size, gpu_pool, model_name, rows_per_day, param)
+    target = _target(cluster, ray_address)
+    params, src = _inputs(source, window_days, workers, epochs, batch_size, gpu_pool, model_name, rows_per_day, param,
+                          target)
     _finish(run_pipeline(d1, params, src, dict(os.environ), verbose=verbose, last=d2, warm_start=warm_start,
-                         evaluation=_gates(gate), wait=not no_wait))
+                         evaluation=_gates(gate), wait=not no_wait, target=target))
 
 
 def _finish(summary: dict[str, Any]) -> None:
@@ -272,10 +290,11 @@ def _take_pool_slot(stack: contextlib.ExitStack, instance: Any, pool: str, run_i
 
 def run_pipeline(day: dt.date, params: TrainingParams, source: SourceConfig, environ: dict[str, str],
                  verbose: bool = True, last: dt.date | None = None, warm_start: bool | None = None,
-                 evaluation: dict[str, Any] | None = None, wait: bool = True) -> dict[str, Any]:
+                 evaluation: dict[str, Any] | None = None, wait: bool = True,
+                 target: dict[str, str] | None = None) -> dict[str, Any]:
     """Execute the job for ``day`` (or ``day..last`` in one run) in this process, recorded in the
     Dagster instance, once the run's GPU pool has a slot (or exit 1 with ``wait=False``); returns
-    the summary (the JSON line)."""
+    the summary (the JSON line). ``target``: run on that existing cluster (``--cluster``/``--ray-address``)."""
     import uuid
 
     import dagster as dg
@@ -291,7 +310,7 @@ def run_pipeline(day: dt.date, params: TrainingParams, source: SourceConfig, env
     dagster_home = environ.get("DAGSTER_HOME") or os.path.abspath(".dagster_home")
     os.makedirs(dagster_home, exist_ok=True)
     os.environ["DAGSTER_HOME"] = dagster_home
-    job = build_definitions(environ).resolve_job_def(JOB_NAME)
+    job = build_definitions(environ, target).resolve_job_def(JOB_NAME)
     last = last or day
     days = [day + dt.timedelta(days=i) for i in range((last - day).days + 1)]
     tags = run_tags(params.model_name, params.gpu_pool)

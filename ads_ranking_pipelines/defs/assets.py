@@ -96,9 +96,12 @@ def trained_model(context: dg.AssetExecutionContext, config: TrainingConfig, sto
 
 
 def cluster_record(ray_cluster: RayClusterResource, request: Any) -> dict[str, Any]:
-    """What a model version records about its cluster: the request, and on KubeRay the rendered RayCluster."""
+    """What a model version records about its cluster: the request, and on KubeRay the rendered RayCluster
+    (or the existing cluster the run used)."""
     record: dict[str, Any] = {"request": request.model_dump(mode="json"), "backend": ray_cluster.backend_name}
-    if ray_cluster.backend_name == "kuberay":
+    if ray_cluster.borrowed() is not None:                                   # not made by the run
+        record["existing_cluster"] = ray_cluster.borrowed()
+    elif ray_cluster.backend_name == "kuberay":
         from ads_ranking_pipelines.config.validation import resolve_request
         from ads_ranking_pipelines.kuberay.raycluster import build_raycluster
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Mapping
 from typing import Any, ClassVar, Optional
 
 import dagster as dg
@@ -22,9 +23,9 @@ from ads_ranking_pipelines.backends.base import ClusterSession, RayBackend
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.errors import format_validation_error
 from ads_ranking_pipelines.config.pools import PoolCatalog, load_catalog
-from ads_ranking_pipelines.config.settings import Settings
+from ads_ranking_pipelines.config.settings import Settings, SettingsError
 from ads_ranking_pipelines.config.training import TrainingParams
-from ads_ranking_pipelines.config.validation import RequestError, ResolvedRequest
+from ads_ranking_pipelines.config.validation import RequestError, RequestErrors, ResolvedRequest
 from ads_ranking_pipelines.defs.tags import controller_tag
 from ads_ranking_pipelines.storage.layout import StorageLayout
 from ads_ranking_pipelines.storage.lease import DEFAULT_TIMEOUT_S, LeaseSpec, LeaseWriter
@@ -43,6 +44,10 @@ class RayClusterResource(dg.ConfigurableResource):
     controller_timeout_s: float = Field(
         DEFAULT_TIMEOUT_S, ge=5, description="A Ray job of the run stops itself when the process "
         "driving the run has not renewed its lease (under the storage root) for this long.")
+    existing_cluster: Optional[str] = Field(
+        None, description="Run on this existing cluster instead of creating one (local: a cluster of "
+        "`ads-ranking cluster create --backend local`; kuberay: a RayCluster of ours in the namespace). "
+        "Checked before any job (ready, capacity, pool, image); never deleted by the run.")
 
     _stack: Any = PrivateAttr(default=None)
     _session: Any = PrivateAttr(default=None)
@@ -97,8 +102,27 @@ class RayClusterResource(dg.ConfigurableResource):
             raise _failure(format_validation_error(exc, ClusterRequest, prefix="cluster.")) from None
         except RequestError as exc:
             raise _failure(str(exc)) from None
+        self._check_target(resolved.request)
         self._resolved[id(resolved.request)] = resolved
         return resolved.request
+
+    def borrowed(self) -> str | None:
+        """The existing cluster the run borrows (its name or address), None: the run makes its own."""
+        return self.existing_cluster
+
+    def target_problems(self, request: ClusterRequest) -> list[RequestError]:
+        """What keeps the run off its existing cluster (only called when it has one)."""
+        raise NotImplementedError
+
+    def _check_target(self, request: ClusterRequest) -> None:
+        if self.borrowed() is None:
+            return
+        try:
+            problems = self.target_problems(request)
+        except RequestError as exc:
+            problems = [exc]
+        if problems:
+            raise _failure(str(RequestErrors(problems)))
 
     # ---- lifecycle -------------------------------------------------------------------------
     def session(self, request: ClusterRequest, log: Any = None, run_id: str | None = None,
@@ -123,20 +147,27 @@ class RayClusterResource(dg.ConfigurableResource):
             lease = LeaseSpec(StorageLayout(storage_root).controller_lease(run_id), self.controller_timeout_s)
             self._lease = stack.enter_context(LeaseWriter(lease))
         self._log = log
-        if log is not None:
+        if log is not None and self.borrowed() is None:
             log.info(f"provisioning Ray cluster {req.name} on backend {self.backend_name!r}: "
                      f"{req.workers} worker(s) in pool {req.gpu_pool!r}")
+        elif log is not None:
+            log.info(f"using the existing Ray cluster {self.borrowed()} on backend {self.backend_name!r} "
+                     f"for {req.workers} worker(s) in pool {req.gpu_pool!r} (the run does not delete it)")
         backend = self.make_backend(run_id, code_location)
         try:
-            session = stack.enter_context(backend.session(self.backend_request(resolved)))
+            session = stack.enter_context(self.open_session(backend, resolved))
         except BaseException:
             stack.close()
             self._lease = None
             raise
         self._stack, self._session, self._request = stack, session, req
         if log is not None:
-            log.info(f"Ray cluster {req.name} ready; dashboard {session.dashboard_url}")
+            log.info(f"Ray cluster {session.name} ready; dashboard {session.dashboard_url}")
         return session
+
+    def open_session(self, backend: RayBackend, resolved: ResolvedRequest) -> Any:
+        """The backend's session context for the run (on the existing cluster, if any)."""
+        return backend.session(self.backend_request(resolved))
 
     def lease_env(self) -> dict[str, str]:
         """What a Ray job needs to watch the run's controller lease (nothing without a lease)."""
@@ -166,11 +197,35 @@ class LocalRayResource(RayClusterResource):
 
     state_dir: str = Field(description="Where running local clusters are recorded.")
     start_timeout_s: float = 180.0
+    ray_address: Optional[str] = Field(
+        None, description="Run on the Ray cluster whose dashboard is here (http://HOST:8265, e.g. "
+        "one of `ray start --head`, without token auth) instead of creating one; capacity is "
+        "checked, its pool is not known. For a cluster of ours use existing_cluster.")
 
     backend_name: ClassVar[str] = "local"
 
+    def borrowed(self) -> str | None:
+        return self.existing_cluster or self.ray_address
+
+    def target(self) -> Any:
+        from ads_ranking_pipelines.backends.local_borrowed import find_target
+
+        return find_target(self.state_dir, self.existing_cluster, None if self.existing_cluster else self.ray_address)
+
+    def target_problems(self, request: ClusterRequest) -> list[RequestError]:
+        from ads_ranking_pipelines.backends.local_borrowed import target_problems
+
+        if self.existing_cluster and self.ray_address:
+            return [RequestError("ray_address", self.ray_address, "unset when existing_cluster is set",
+                                 f"existing_cluster={self.existing_cluster!r} names the cluster already")]
+        return target_problems(self.target(), request)
+
     def make_backend(self, run_id: str | None = None,
                      code_location: str | None = None) -> RayBackend:
+        if self.borrowed() is not None:
+            from ads_ranking_pipelines.backends.local_borrowed import BorrowedLocalBackend
+
+            return BorrowedLocalBackend(self.target())
         return factory.local_backend(self.settings(), start_timeout_s=self.start_timeout_s,
                                      run_id=run_id, on_orphan=self.orphan_command(run_id))
 
@@ -242,6 +297,19 @@ class KubeRayResource(RayClusterResource):
         problems = factory.dev_mode_problems(self.settings()) if self.dev_working_tree else []
         return factory.kuberay_request(request, self.settings(), catalog, extra=problems)
 
+    def target_problems(self, request: ClusterRequest) -> list[RequestError]:
+        from ads_ranking_pipelines.backends.kuberay.borrowed import cluster_problems, existing_cluster
+
+        cluster = existing_cluster(self.make_backend(), request.namespace, self.existing_cluster)
+        return cluster_problems(cluster, request)
+
+    def open_session(self, backend: RayBackend, resolved: ResolvedRequest) -> Any:
+        if self.existing_cluster is None:
+            return super().open_session(backend, resolved)
+        from ads_ranking_pipelines.backends.kuberay.borrowed import selector_session
+
+        return selector_session(backend, resolved.request.namespace, self.existing_cluster)
+
     def dev_py_modules(self) -> tuple[str, ...]:
         """Development mode: the working tree's package zipped under the storage root."""
         if not self.dev_working_tree:
@@ -265,8 +333,22 @@ class KubeRayResource(RayClusterResource):
             raise _failure(f"cannot reach Kubernetes: {exc}") from None
 
 
-def ray_resource(settings: Settings) -> RayClusterResource:
-    """The provisioning resource for ``settings.backend``."""
+def ray_resource(settings: Settings, target: Mapping[str, str] | None = None) -> RayClusterResource:
+    """The provisioning resource for ``settings.backend``; ``target``: fields naming an existing
+    cluster to run on (``existing_cluster``, local also ``ray_address``), checked by name."""
+    resource = _ray_resource(settings)
+    if not target:
+        return resource
+    unknown = sorted(set(target) - set(type(resource).model_fields))
+    if unknown:
+        valid = "existing_cluster" + (", ray_address" if settings.backend == "local" else "")
+        raise SettingsError(f"invalid {unknown[0]}={target[unknown[0]]!r} on backend {settings.backend!r}; "
+                            f"valid: {valid}")
+    # a new instance: Dagster keeps a resource's config apart from its pydantic fields
+    return type(resource)(**{**resource.model_dump(), **target})
+
+
+def _ray_resource(settings: Settings) -> RayClusterResource:
     if settings.backend == "kuberay":
         return KubeRayResource(
             pool_catalog=settings.pool_catalog, storage_home=settings.home,
