@@ -141,10 +141,10 @@ class QueueWatch:
             self.started = now
         if info.words != self.last:
             self.last = info.words
-            prefix = f"{self.what} evicted by Kueue ({info.evicted}); requeued: " if info.evicted \
-                else f"{self.what} QUEUED: "
+            text = (f"{self.what} evicted by Kueue: {info.evicted}; waiting to be readmitted "
+                    f"(QUEUED: {info.words})") if info.evicted else f"{self.what} QUEUED: {info.words}"
             if self.on_change is not None:
-                self.on_change(prefix + info.words)
+                self.on_change(text)
         if self.limit_s is not None and now - self.started >= self.limit_s:
             raise BackendError(f"{self.what} was not admitted by Kueue within the queue-wait "
                                f"limit of {self.limit_s:.0f}s: {info.words}")
