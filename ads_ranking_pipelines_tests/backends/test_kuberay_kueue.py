@@ -189,7 +189,8 @@ def test_preempted_run_is_queued_then_readmitted_and_its_new_log_is_delivered_wh
         "workload (UID: "), said_low
     assert "due to prioritization in the ClusterQueue; waiting to be readmitted" in evicted[0]
     assert "Preempted=True (InClusterQueue)" in evicted[-1]
-    assert any("admitted by Kueue after" in s for s in said_low[said_low.index(evicted[-1]):])
+    assert any("readmitted by Kueue after" in s and "(it was evicted by Kueue: Preempted: "
+               in s for s in said_low[said_low.index(evicted[-1]):]), said_low
     # the first attempt's lines, then the whole log of the readmitted attempt
     first = out_low["lines"][: len(out_low["lines"]) - len(lines)]
     assert len(first) >= 2 and tuple(first) == lines[: len(first)], out_low["lines"]

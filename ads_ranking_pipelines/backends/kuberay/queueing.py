@@ -134,11 +134,14 @@ class QueueWatch:
         self.clock = clock
         self.started: float | None = None
         self.last: str | None = None
+        self.evicted: str | None = None  # why Kueue evicted the job, until it is readmitted
 
     def observe(self, info: QueueInfo) -> None:
         now = self.clock()
         if self.started is None:
             self.started = now
+        if info.evicted:
+            self.evicted = info.evicted
         if info.words != self.last:
             self.last = info.words
             text = (f"{self.what} evicted by Kueue: {info.evicted}; waiting to be readmitted "
@@ -151,6 +154,10 @@ class QueueWatch:
 
     def admitted(self) -> None:
         if self.started is not None and self.on_change is not None:
-            self.on_change(f"{self.what} admitted by Kueue after "
-                           f"{self.clock() - self.started:.0f}s in the queue")
-        self.started = self.last = None
+            waited = f"admitted by Kueue after {self.clock() - self.started:.0f}s in the queue"
+            if self.evicted:  # KubeRay makes a new cluster and submits the same job id again
+                waited = (f"re{waited} (it was evicted by Kueue: {self.evicted}); its job runs "
+                          "again on a new cluster - a training job resumes from its last "
+                          "checkpoint")
+            self.on_change(f"{self.what} {waited}")
+        self.started = self.last = self.evicted = None
