@@ -183,7 +183,7 @@ def test_preempted_run_is_queued_then_readmitted_and_its_new_log_is_delivered_wh
     history = fake_apiserver.deployment_history[low_job]
     assert history == ["Suspended", "", "Initializing", "Running", "Suspending", "Suspended", "",
                        "Initializing", "Running", "Complete"], history
-    evicted = [s for s in said_low if "evicted by Kueue" in s]
+    evicted = [s for s in said_low if s.startswith(f"RayJob {NS}/{low_job} evicted by Kueue")]
     assert evicted and evicted[0].startswith(
         f"RayJob {NS}/{low_job} evicted by Kueue: Preempted: Preempted to accommodate a "
         "workload (UID: "), said_low
