@@ -54,11 +54,12 @@ def backend(fake: FakeKubeApiServer, **kwargs) -> KubeRayBackend:
     return KubeRayBackend(client_for(fake, request_timeout_s=30.0), kueue_catalog(), **kwargs)
 
 
-def run_one(fake: FakeKubeApiServer, name: str, said: list[str], out: dict, **kwargs) -> None:
+def run_one(fake: FakeKubeApiServer, name: str, said: list[str], out: dict,
+            run_kind: str = "scheduled", **kwargs) -> None:
     b = backend(fake, on_queue=said.append, **kwargs)
     job = JobSpec(submission_id=f"{name}-1", entrypoint="python -m ads_ranking_pipelines.ray_jobs.train")
     try:
-        with b.session(request(name)) as session:
+        with b.session(request(name, run_kind)) as session:
             job_id = session.submit(job)
             out["lines"] = list(session.logs(job_id, follow=True))
             while not (status := session.status(job_id)).state.terminal:
@@ -145,3 +146,54 @@ def test_fake_kuberay_refuses_suspend_with_deletion_rules(
         "status", {}).get("jobDeploymentStatus") == "ValidationFailed")
     assert "not allowed to be suspended" in fake_apiserver.get(RAYJOBS, NS, name)["status"]["message"]
     b.client.delete(RAYJOBS, NS, name)
+
+
+def test_preempted_run_is_queued_then_readmitted_and_its_new_log_is_delivered_whole(
+        fake_apiserver: FakeKubeApiServer) -> None:
+    """Kueue evicts a running backfill for a higher-priority run: the backfill is QUEUED with
+    Kueue's eviction words (not failed, not ended), readmitted once the other run ends, and
+    the log of its new submitter Job - the job submitted again on a new cluster, printing its
+    driver log from the first line - is delivered whole, though it repeats the first lines."""
+    queue = KueueQueue(quota={"cpu": 3})  # fits one
+    fake_apiserver.kueue_queues = {LOCAL_QUEUE: queue}
+    fake_apiserver.kueue_priorities = {"daily": 1000, "backfill-low": 100}
+    lines = tuple(f"epoch {i}" for i in range(6))
+    fake_apiserver.scenario = Scenario(log_lines=lines, line_interval_s=0.3)
+    said_low, said_high, out_low, out_high = [], [], {}, {}
+    low = threading.Thread(target=run_one, args=(fake_apiserver, "run-low", said_low, out_low),
+                           kwargs={"run_kind": "backfill"})
+    low.start()
+
+    def printed() -> int:
+        return sum(len(p.lines) for p in fake_apiserver.pods.values()
+                   if p.obj["metadata"]["labels"].get("job-name", "").startswith("run-low"))
+
+    assert fake_apiserver.wait_for(lambda: printed() >= 2, 30)
+    fake_apiserver.scenarios.update({n: Scenario(hold_running_s=1.0) for n in ("run-high",)})
+    high = threading.Thread(target=run_one, args=(fake_apiserver, "run-high", said_high, out_high))
+    high.start()
+    high.join(60)
+    low.join(60)
+    for out in (out_low, out_high):
+        assert "error" not in out, out.get("error")
+        assert out["status"].state is JobState.SUCCEEDED
+    (low_job,) = [n for n in fake_apiserver.deployment_history if n.startswith("run-low")]
+    assert queue.evictions == [w for w in queue.evictions if w.startswith(f"rayjob-{low_job}-")]
+    assert len(queue.evictions) == 1, queue.evictions
+    history = fake_apiserver.deployment_history[low_job]
+    assert history == ["Suspended", "", "Initializing", "Running", "Suspending", "Suspended", "",
+                       "Initializing", "Running", "Complete"], history
+    evicted = [s for s in said_low if s.startswith(f"RayJob {NS}/{low_job} evicted by Kueue")]
+    assert evicted and evicted[0].startswith(
+        f"RayJob {NS}/{low_job} evicted by Kueue: Preempted: Preempted to accommodate a "
+        "workload (UID: "), said_low
+    assert "due to prioritization in the ClusterQueue; waiting to be readmitted" in evicted[0]
+    assert "Preempted=True (InClusterQueue)" in evicted[-1]
+    assert any("readmitted by Kueue after" in s and "(it was evicted by Kueue: Preempted: "
+               in s for s in said_low[said_low.index(evicted[-1]):]), said_low
+    # the first attempt's lines, then the whole log of the readmitted attempt
+    first = out_low["lines"][: len(out_low["lines"]) - len(lines)]
+    assert len(first) >= 2 and tuple(first) == lines[: len(first)], out_low["lines"]
+    assert tuple(out_low["lines"][len(first):]) == lines, out_low["lines"]
+    assert_nothing_left(fake_apiserver)
+    assert fake_apiserver.names("workloads") == []

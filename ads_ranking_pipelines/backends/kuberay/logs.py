@@ -11,6 +11,11 @@ Two ways a line could come twice, and what is done about each:
   --no-wait …; fi; ray job logs --follow …`` (common/job.go ``BuildJobSubmitCommand``): a
   retried pod finds the job already submitted and prints the whole driver log again from its
   first line. :class:`ReplayFilter` drops the replayed prefix and delivers what is new.
+
+A pod of a *new* submitter Job (another ``controller-uid``) is not a replay: KubeRay deletes
+the Job with the cluster when the RayJob is suspended (Kueue evicted it) or retried, and the
+new Job submits the job again on a new cluster - a new log, from its first line, which starts
+with a fresh :class:`ReplayFilter`.
 """
 
 from __future__ import annotations
@@ -26,6 +31,9 @@ from ads_ranking_pipelines.backends.kuberay.client import KubeError
 from ads_ranking_pipelines.backends.kuberay.context import KubeRayContext
 
 log = logging.getLogger(__name__)
+
+# The Job controller's label with the uid of the Job a pod belongs to (the prefixed one since 1.27).
+JOB_UID_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")
 
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
 
@@ -109,6 +117,14 @@ class LogFollower:
             return None, None
         return pod["metadata"]["name"], (pod.get("status") or {}).get("phase")
 
+    def _job_uid(self, pod_name: str) -> str | None:
+        """The uid of the submitter Job that ``pod_name`` belongs to (None: not labelled)."""
+        for pod in self._pods():
+            if pod["metadata"]["name"] == pod_name:
+                labels = pod["metadata"].get("labels") or {}
+                return next((labels[k] for k in JOB_UID_LABELS if labels.get(k)), None)
+        return None
+
     def _phase(self, pod_name: str) -> str | None:
         for pod in self._pods():
             if pod["metadata"]["name"] == pod_name:
@@ -123,6 +139,7 @@ class LogFollower:
         last_line_at: dict[str, float] = {}
         broken = 0
         current: str | None = None
+        current_job: str | None = None
         while True:
             terminal = self._terminal()
             pod_name, phase = self._next_pod(finished)
@@ -133,7 +150,12 @@ class LogFollower:
                 continue
             if pod_name != current:
                 current = pod_name
-                self.replay.new_pod()
+                job_uid = self._job_uid(pod_name)
+                if job_uid and current_job and job_uid != current_job:
+                    self.replay = ReplayFilter()  # a new submitter Job: a new log
+                else:
+                    self.replay.new_pod()
+                current_job = job_uid or current_job
             since = None
             if pod_name in position:
                 since = int(time.time() - last_line_at.get(pod_name, time.time())) + 5

@@ -134,23 +134,30 @@ class QueueWatch:
         self.clock = clock
         self.started: float | None = None
         self.last: str | None = None
+        self.evicted: str | None = None  # why Kueue evicted the job, until it is readmitted
 
     def observe(self, info: QueueInfo) -> None:
         now = self.clock()
         if self.started is None:
             self.started = now
+        if info.evicted:
+            self.evicted = info.evicted
         if info.words != self.last:
             self.last = info.words
-            prefix = f"{self.what} evicted by Kueue ({info.evicted}); requeued: " if info.evicted \
-                else f"{self.what} QUEUED: "
+            text = (f"{self.what} evicted by Kueue: {info.evicted}; waiting to be readmitted "
+                    f"(QUEUED: {info.words})") if info.evicted else f"{self.what} QUEUED: {info.words}"
             if self.on_change is not None:
-                self.on_change(prefix + info.words)
+                self.on_change(text)
         if self.limit_s is not None and now - self.started >= self.limit_s:
             raise BackendError(f"{self.what} was not admitted by Kueue within the queue-wait "
                                f"limit of {self.limit_s:.0f}s: {info.words}")
 
     def admitted(self) -> None:
         if self.started is not None and self.on_change is not None:
-            self.on_change(f"{self.what} admitted by Kueue after "
-                           f"{self.clock() - self.started:.0f}s in the queue")
-        self.started = self.last = None
+            waited = f"admitted by Kueue after {self.clock() - self.started:.0f}s in the queue"
+            if self.evicted:  # KubeRay makes a new cluster and submits the same job id again
+                waited = (f"re{waited} (it was evicted by Kueue: {self.evicted}); its job runs "
+                          "again on a new cluster - a training job resumes from its last "
+                          "checkpoint")
+            self.on_change(f"{self.what} {waited}")
+        self.started = self.last = self.evicted = None

@@ -8,7 +8,7 @@ a job that ended STOPPED is deleted at once (:meth:`RayJobs.release_stopped`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ads_ranking_pipelines.backends.base import BackendError, JobStatus
@@ -180,13 +180,15 @@ class RayJobs:
                                                    p["metadata"].get("name", "")))
         return []
 
-    def logs(self, namespace: str, name: str, follow: bool = True) -> Iterator[str]:
-        """The driver log lines; with ``follow`` until the RayJob is terminal, each line once
-        even when the submitter was retried (:class:`LogFollower`)."""
+    def logs(self, namespace: str, name: str, follow: bool = True,
+             terminal: Callable[[], bool] | None = None) -> Iterator[str]:
+        """The driver log lines; with ``follow`` until the RayJob is terminal (``terminal()``,
+        by default its status read here), each line once even when the submitter was retried
+        (:class:`LogFollower`)."""
         if follow:
             return LogFollower(self.ctx, namespace, name,
                                pods=lambda: self.submitter_pods(namespace, name),
-                               terminal=lambda: self._terminal(namespace, name)).lines()
+                               terminal=terminal or (lambda: self._terminal(namespace, name))).lines()
         pods = self.submitter_pods(namespace, name)
         if not pods or (pods[-1].get("status") or {}).get("phase") == "Pending":
             return iter(())

@@ -167,10 +167,11 @@ class KubeRayClusterSession(ClusterSession):
         try:
             status, info = self.jobs.status_and_queue(self.namespace, job_id)
             if record is not None and record.queue is not None:
-                if info is not None:
-                    record.queue.observe(info)
-                elif status.state is not JobState.PENDING:
-                    record.queue.admitted()
+                with self._lock:  # read by the log follower and the status poller alike
+                    if info is not None:
+                        record.queue.observe(info)
+                    elif status.state is not JobState.PENDING and record.queue.started is not None:
+                        record.queue.admitted()
             return status
         except BackendError:
             if record is not None and record.stopped:
@@ -178,7 +179,16 @@ class KubeRayClusterSession(ClusterSession):
             raise
 
     def logs(self, job_id: str, follow: bool = True) -> Iterator[str]:
-        return self.jobs.logs(self.namespace, job_id, follow=follow)
+        """The driver log; followed until the job ends - through an eviction by Kueue, which
+        is told as it happens (:meth:`status`), to the log of the readmitted job."""
+        return self.jobs.logs(self.namespace, job_id, follow=follow,
+                              terminal=lambda: self._terminal(job_id))
+
+    def _terminal(self, job_id: str) -> bool:
+        try:
+            return self.status(job_id).state.terminal
+        except BackendError:
+            return True  # deleted, or past the queue-wait limit: nothing more will come
 
     def stop(self, job_id: str) -> None:
         """Delete the RayJob: KubeRay stops the Ray job and its cluster is deleted with it."""

@@ -130,8 +130,8 @@ class KueueController:
     # ---- pkg/controller/jobframework/reconciler.go -----------------------------------------
     def _reconcile_job(self, key: tuple, job: dict[str, Any]) -> None:
         """``ReconcileGenericJob``: ensure the job's Workload; a finished job's Workload gets
-        ``Finished`` (its quota is released); an evicted running job is suspended
-        (``StopJob``)."""
+        ``Finished`` (its quota is released); an evicted job is handled as
+        :meth:`_handle_eviction` says."""
         if job["metadata"].get("deletionTimestamp"):
             return
         wl = self._workload_of(job) or self._construct_workload(key, job)
@@ -141,9 +141,30 @@ class KueueController:
             reason = "Succeeded" if status.get("jobStatus") == "SUCCEEDED" else "Failed"
             set_condition(wl, "Finished", "True", reason, f"Job finished: {reason}")
             self.host._touch(wl)
-        if _is_true(wl, "Evicted") and not job["spec"].get("suspend"):
-            job["spec"]["suspend"] = True  # StopJob -> rayjob Suspend
+        if _is_true(wl, "Evicted") and not _is_true(wl, "Finished"):
+            self._handle_eviction(job, wl)
+
+    def _handle_eviction(self, job: dict[str, Any], wl: dict[str, Any]) -> None:
+        """``ReconcileGenericJob``, "handle eviction": ``stopJob`` (rayjob ``Suspend``:
+        ``spec.suspend`` true; KubeRay then deletes the cluster). The Workload keeps its quota
+        until the job is no longer active (rayjob ``IsActive``: ``jobDeploymentStatus`` neither
+        Suspended nor New); then ``SetRequeuedCondition`` (True for an eviction by preemption)
+        and ``UnsetQuotaReservationWithCondition`` (QuotaReserved False, reason Pending, the
+        eviction's message; the admission cleared; ``SyncAdmittedCondition``: Admitted False,
+        NoReservation) - the Workload is pending again, with the Evicted condition kept."""
+        if not job["spec"].get("suspend"):
+            job["spec"]["suspend"] = True
             self.host._touch(job)
+        deployment = (job.get("status") or {}).get("jobDeploymentStatus") or ""
+        if not _is_true(wl, "QuotaReserved") or deployment not in ("Suspended", ""):
+            return
+        evicted = _condition(wl, "Evicted") or {}
+        reason, message = evicted.get("reason", ""), evicted.get("message", "")
+        set_condition(wl, "Requeued", "True" if reason == "Preempted" else "False", reason, message)
+        set_condition(wl, "QuotaReserved", "False", "Pending", message)
+        wl["status"].pop("admission", None)
+        set_condition(wl, "Admitted", "False", "NoReservation", "The workload has no reservation")
+        self.host._touch(wl)
 
     def _workload_of(self, job: dict[str, Any]) -> dict[str, Any] | None:
         uid = job["metadata"]["uid"]
@@ -200,10 +221,11 @@ class KueueController:
                 self._admit(wl, queue)
                 continue
             resource, missing = short
-            if queue.preemption and self._preempt(queue, wl, workloads):
+            victims = self._preempt(queue, wl, workloads) if queue.preemption else 0
+            if victims:
                 message = (f"couldn't assign flavors to pod set workers: insufficient unused "
                            f"quota for {resource} in flavor {FLAVOR}, {_fmt(missing)} more "
-                           "needed. Pending the preemption of 1 workload(s)")
+                           f"needed. Pending the preemption of {victims} workload(s)")
             else:
                 message = (f"couldn't assign flavors to pod set workers: insufficient unused "
                            f"quota for {resource} in flavor {FLAVOR}, {_fmt(missing)} more needed")
@@ -260,41 +282,37 @@ class KueueController:
 
     # ---- pkg/scheduler/preemption/preemption.go ---------------------------------------------
     def _preempt(self, queue: KueueQueue, wl: dict[str, Any],
-                 workloads: list[dict[str, Any]]) -> bool:
+                 workloads: list[dict[str, Any]]) -> int:
         """``Preemptor.GetTargets`` (``withinClusterQueue: LowerPriority``): the lowest-priority,
-        most recently admitted Workloads until ``wl`` fits; each gets ``Evicted`` (reason
-        Preempted) and ``Preempted`` and loses its quota reservation (``IssuePreemptions``),
-        and its job is suspended by the jobframework. False when no such set exists."""
+        most recently admitted Workloads until ``wl`` fits; ``IssuePreemptions``
+        (``applyPreemptionWithSSA``) gives each target not evicted yet ``Evicted`` (reason
+        Preempted: ``SetEvictedCondition``) and ``Preempted`` (reason InClusterQueue,
+        ``SetPreemptedCondition``) with ``preemptionMessage``'s words. The target keeps its
+        quota reservation until its job is suspended (:meth:`_handle_eviction`), so ``wl``
+        waits "Pending the preemption". The number of targets; 0 when no set makes room."""
         candidates = [w for w in workloads if w["spec"]["queueName"] == wl["spec"]["queueName"]
                       and _is_true(w, "QuotaReserved") and not _is_true(w, "Finished")
                       and w["spec"]["priority"] < wl["spec"]["priority"]]
         candidates.sort(key=lambda w: (w["spec"]["priority"], -w["_admitted"]))
-        targets: list[str] = []
+        targets: list[dict[str, Any]] = []
         for victim in candidates:
-            targets.append(victim["metadata"]["name"])
-            if self._shortfall(queue, wl, workloads, exclude=tuple(targets)) is None:
+            targets.append(victim)
+            if self._shortfall(queue, wl, workloads,
+                               exclude=tuple(t["metadata"]["name"] for t in targets)) is None:
                 break
         else:
-            return False
-        for victim in candidates:
-            if victim["metadata"]["name"] not in targets:
-                continue
-            message = (f"Preempted to accommodate a workload (UID: {wl['metadata']['uid']}, "
-                       f"JobUID: {wl['metadata']['labels'][JOB_UID_LABEL]}) due to "
-                       "prioritization in the ClusterQueue")
+            return 0
+        message = (f"Preempted to accommodate a workload (UID: {wl['metadata']['uid']}, "
+                   f"JobUID: {wl['metadata']['labels'][JOB_UID_LABEL]}) due to "
+                   "prioritization in the ClusterQueue")
+        for victim in targets:
+            if _is_true(victim, "Evicted"):
+                continue  # already being preempted: its job is still stopping
             set_condition(victim, "Evicted", "True", "Preempted", message)
             set_condition(victim, "Preempted", "True", "InClusterQueue", message)
-            set_condition(victim, "QuotaReserved", "False", "Pending", "Preempted")
-            set_condition(victim, "Admitted", "False", "NoReservation",
-                          "The workload has no reservation")
-            victim["status"].pop("admission", None)
             queue.evictions.append(victim["metadata"]["name"])
             self.host._touch(victim)
-            job = self._job_of(victim)
-            if job is not None:
-                job["spec"]["suspend"] = True  # jobframework StopJob -> Suspend
-                self.host._touch(job)
-        return True
+        return len(targets)
 
 
 def _fmt(value: float) -> str:

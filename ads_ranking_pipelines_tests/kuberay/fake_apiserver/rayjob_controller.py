@@ -22,7 +22,10 @@ lasts ``time_scale`` real seconds per second.
   first line (``ray job logs --follow``).
 * ``spec.suspend`` (Kueue): a new RayJob goes Suspended with no cluster; case Suspended goes
   back to New once unsuspended; case Initializing / Running with ``suspend`` go Suspending
-  (``updateStatusToSuspendingIfNeeded``), which deletes the cluster; ``ValidateRayJobSpec``
+  (``updateStatusToSuspendingIfNeeded``): case Suspending deletes the cluster (the Ray job ends
+  with it; KubeRay does not stop it first) and the submitter Job, resets ``jobId``,
+  ``rayClusterName``, ``jobStatus`` and goes Suspended; once unsuspended, New again: a new
+  cluster, a new submitter Job that submits ``spec.jobId`` again. ``ValidateRayJobSpec``
   refuses suspend without ``shutdownAfterJobFinishes``.
 * ``checkBackoffLimitAndUpdateStatusIfNeeded``: a Failed RayJob with ``spec.backoffLimit`` left
   goes Retrying; case Retrying / Suspending deletes the cluster and submitter, then New /
@@ -46,6 +49,7 @@ from __future__ import annotations
 
 import copy
 import time
+import uuid
 from typing import Any
 
 from ads_ranking_pipelines_tests.kuberay import crd_schema
@@ -229,8 +233,12 @@ class RayJobController:
         (rayjob_controller.go ~301-319) until ``activeDeadlineSeconds``."""
         spec = obj.get("spec") or {}
         scenario = scenario_for(self.host, key[2])
+        # The Job controller labels a Job's pods with the Job's name and uid; the submitter Job
+        # made after a Suspending / Retrying (which delete it) is a new Job: a new uid.
+        job_uid = sim.setdefault("submitter_job_uid", str(uuid.uuid4()))
         labels = {**((spec.get("submitterPodTemplate") or {}).get("metadata") or {})
-                  .get("labels", {}), "job-name": key[2], "batch.kubernetes.io/job-name": key[2]}
+                  .get("labels", {}), "job-name": key[2], "batch.kubernetes.io/job-name": key[2],
+                  "controller-uid": job_uid, "batch.kubernetes.io/controller-uid": job_uid}
         pod_name = f"{key[2]}-{suffix()}"
         sim.update(attempts=sim.get("attempts", 0) + 1, pod=None)
         sim.setdefault("running_at", None)
@@ -417,6 +425,7 @@ class RayJobController:
             status.pop(field_, None)
         status.update({"jobStatus": "", "jobDeploymentStatus": nxt})
         sim.update(phase="new", line=0)
+        sim.pop("submitter_job_uid", None)  # deleteSubmitterJob
         self.host._touch(obj)
 
     def _job_finished(self, key: tuple, obj: dict, sim: dict, now: float) -> None:
