@@ -49,7 +49,7 @@ DEAD_WITHIN_S = 60.0
 def _wait_for(proc: subprocess.Popen, lines: list[str], marker: str | None, ads_home: Path) -> None:
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        if marker is None and any((ads_home / "ray_results").glob("*/checkpoint_*")):
+        if marker is None and any((ads_home / "ray_results").glob("*/checkpoint_2*")):
             return
         line = proc.stdout.readline()
         assert line or proc.poll() is None, "the run ended before the phase:\n" + "".join(lines)

@@ -93,7 +93,7 @@ def _training_rayjob(fake: FakeKubeApiServer, states: tuple[str, ...] = ("Runnin
 PHASES = {
     "provisioning": lambda fake, ads_home: _training_rayjob(fake, ("", "New", "Initializing")),
     "training": lambda fake, ads_home: _training_rayjob(fake) and any(
-        (ads_home / "ray_results").glob("*/checkpoint_*")),
+        (ads_home / "ray_results").glob("*/checkpoint_2*")),
 }
 
 

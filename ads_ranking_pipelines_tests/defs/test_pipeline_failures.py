@@ -65,7 +65,7 @@ def test_sigterm_mid_training_stops_job_and_cluster(ads_home, tmp_path):
     deadline = time.monotonic() + 300
     try:
         # wait until training has written a checkpoint: the job is well under way
-        while not any(ray_results.glob("*/checkpoint_*")):
+        while not any(ray_results.glob("*/checkpoint_2*")):
             assert proc.poll() is None, proc.stdout.read()
             assert time.monotonic() < deadline, "training did not start"
             time.sleep(0.5)
