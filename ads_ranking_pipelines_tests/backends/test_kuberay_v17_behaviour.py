@@ -113,16 +113,30 @@ def test_unstartable_submitter_fails_within_the_grace(fake_apiserver: FakeKubeAp
 
 
 def test_retried_submitter_delivers_each_line_once(fake_apiserver: FakeKubeApiServer) -> None:
+    """The pods print what KubeRay's submitter prints (wait echoes; first pod: submit's
+    cli.py lines; every pod: the timestamped banner, the driver log from line 1; the last:
+    the final status): each driver line comes once, and no line of the submitter's own."""
     lines = tuple(f"line {i}" for i in range(6))
-    fake_apiserver.scenario = Scenario(log_lines=lines, submitter_failures=2, crash_after_lines=3)
+    fake_apiserver.scenario = Scenario(log_lines=lines, submitter_failures=2, crash_after_lines=3,
+                                       dashboard_wait_lines=2)
     backend = make_backend(fake_apiserver)
     with backend.session(REQUEST) as session:
         job_id = session.submit(JOB)
         got = list(session.logs(job_id, follow=True))
         assert session.status(job_id).state is JobState.SUCCEEDED
         pods = backend.submitter_pods(NS, job_id)
+        printed = [[text for _, text in fake_apiserver.pods[(NS, p["metadata"]["name"])].lines]
+                   for p in pods]
     assert len(pods) == 3  # two submitter pods died; the third finished
     assert got == list(lines)
+    # What the pods printed: the real submitter's format, so the test can catch a replay.
+    assert all(p[0].startswith("Waiting for Ray Dashboard GCS") for p in printed)
+    assert sum(" submitted successfully" in t for p in printed for t in p) == 1  # first pod only
+    # (pods made within one second are listed in name order, not in the order they ran)
+    assert sorted(sum("Job submission server address" in t for t in p) for p in printed) == [1, 1, 2]
+    (last,) = [p for p in printed if "line 5" in p]
+    assert last[-4] == "line 5" and "Job '" in last[-2] and "' succeeded" in last[-2]
+    assert all(p[p.index("line 0") - 1].endswith("\x1b[22m") for p in printed)  # the banner
     assert_nothing_left(fake_apiserver)
 
 
