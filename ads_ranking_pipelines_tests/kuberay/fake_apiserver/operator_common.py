@@ -44,7 +44,8 @@ class Scenario:
     ``submitter``: ``start`` |
     ``refused`` (the API server refuses its pod: a namespace quota; FailedCreate on the Job) |
     ``unschedulable`` (its pod Pending, FailedScheduling). ``dashboard_wait_lines``: how many
-    times the submitter's wait loop says it is waiting for the dashboard before it submits.
+    times each submitter pod's wait loop says it is waiting for the dashboard (every pod runs
+    the loop: :mod:`.submitter`).
     Times are real seconds.
     """
 
