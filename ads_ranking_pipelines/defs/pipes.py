@@ -25,7 +25,9 @@ from dagster_pipes import PIPES_PROTOCOL_VERSION_FIELD, PipesDefaultMessageWrite
 
 from ads_ranking_pipelines.backends.base import ClusterSession, JobSpec, JobState, JobStatus
 from ads_ranking_pipelines.backends.ray_job_api import strip_ansi, strip_ray_prefix
+from ads_ranking_pipelines.contracts.pipes_stamp import STAMP_FIELD
 from ads_ranking_pipelines.defs.chatter import is_chatter
+from ads_ranking_pipelines.defs.pipes_once import SeenMessages
 
 # Dagster's Pipes session reads this (preview) property of every reader; the warning says nothing to a user.
 warnings.filterwarnings("ignore", message=".*PipesMessageReader.expected_writer_count.*")
@@ -83,8 +85,9 @@ def split_pipes_messages(line: str) -> tuple[list[dict], str]:
 class BackendJobLogReader(PipesMessageReader):
     """Follows a job's driver log through the backend session.
 
-    Pipes messages go to the handler; every other line becomes an info entry in the Dagster
-    event log; metric custom messages are also recorded live as asset observations.
+    Pipes messages go to the handler, each once (a stamped message read again is dropped:
+    :mod:`.pipes_once`); every other line becomes an info entry in the Dagster event log;
+    metric custom messages are also recorded live as asset observations.
     """
 
     def __init__(self, session: ClusterSession, context: Any, drain_timeout_s: float = 60.0,
@@ -103,6 +106,7 @@ class BackendJobLogReader(PipesMessageReader):
         self._thread: threading.Thread | None = None
         self.lines_forwarded = 0
         self.messages_received = 0
+        self._seen = SeenMessages()  # each stamped message once (pipes_once)
 
     def on_launched(self, launched_payload: Any) -> None:
         self._job_id = launched_payload["extras"][JOB_ID_KEY]
@@ -149,6 +153,10 @@ class BackendJobLogReader(PipesMessageReader):
             self._context.log.warning(f"[pipes] following the log of Ray job {self._job_id} failed: {exc}")
 
     def _handle(self, handler: PipesMessageHandler, msg: dict) -> None:
+        if not self._seen.first_time(msg):
+            self._context.log.debug(f"[pipes] message {msg.get(STAMP_FIELD)} of Ray job "
+                                    f"{self._job_id} read again (a replayed log); dropped")
+            return
         self.messages_received += 1
         handler.handle_message(msg)
         self._observe(msg)

@@ -4,7 +4,8 @@ A job entrypoint runs as the Ray job's driver, over every day of the run's parti
 body yields one result per finished day, reported at once, so a failure on day k loses nothing
 of the days before. When Dagster launched it, the Pipes bootstrap
 variables are in its environment and everything it reports flows back to the Dagster run
-through the job's log (stdout); otherwise it prints, so the same entrypoint runs by hand.
+through the job's log (stdout), each message stamped so that it is delivered once even when the
+log is read twice (``pipes_writer``); otherwise it prints, so the same entrypoint runs by hand.
 """
 
 from __future__ import annotations
@@ -78,7 +79,9 @@ def run_entrypoint(spec_model: type[S], body: DaysBody) -> None:
         if os.environ.get("DAGSTER_PIPES_CONTEXT"):
             from dagster_pipes import open_dagster_pipes
 
-            with open_dagster_pipes() as pipes:
+            from ads_ranking_pipelines.ray_jobs.pipes_writer import StampingMessageWriter
+
+            with open_dagster_pipes(message_writer=StampingMessageWriter()) as pipes:
                 _run(body, spec, PipesReporter(pipes), pipes.report_custom_message)
         else:
             _run(body, spec, PrintReporter(), _print_message)

@@ -113,16 +113,30 @@ def test_unstartable_submitter_fails_within_the_grace(fake_apiserver: FakeKubeAp
 
 
 def test_retried_submitter_delivers_each_line_once(fake_apiserver: FakeKubeApiServer) -> None:
+    """The pods print what KubeRay's submitter prints (wait echoes; first pod: submit's
+    cli.py lines; every pod: the timestamped banner, the driver log from line 1; the last:
+    the final status): each driver line comes once, and no line of the submitter's own."""
     lines = tuple(f"line {i}" for i in range(6))
-    fake_apiserver.scenario = Scenario(log_lines=lines, submitter_failures=2, crash_after_lines=3)
+    fake_apiserver.scenario = Scenario(log_lines=lines, submitter_failures=2, crash_after_lines=3,
+                                       dashboard_wait_lines=2)
     backend = make_backend(fake_apiserver)
     with backend.session(REQUEST) as session:
         job_id = session.submit(JOB)
         got = list(session.logs(job_id, follow=True))
         assert session.status(job_id).state is JobState.SUCCEEDED
         pods = backend.submitter_pods(NS, job_id)
+        printed = [[text for _, text in fake_apiserver.pods[(NS, p["metadata"]["name"])].lines]
+                   for p in pods]
     assert len(pods) == 3  # two submitter pods died; the third finished
     assert got == list(lines)
+    # What the pods printed: the real submitter's format, so the test can catch a replay.
+    assert all(p[0].startswith("Waiting for Ray Dashboard GCS") for p in printed)
+    assert sum(" submitted successfully" in t for p in printed for t in p) == 1  # first pod only
+    # (pods made within one second are listed in name order, not in the order they ran)
+    assert sorted(sum("Job submission server address" in t for t in p) for p in printed) == [1, 1, 2]
+    (last,) = [p for p in printed if "line 5" in p]
+    assert last[-4] == "line 5" and "Job '" in last[-2] and "' succeeded" in last[-2]
+    assert all(p[p.index("line 0") - 1].endswith("\x1b[22m") for p in printed)  # the banner
     assert_nothing_left(fake_apiserver)
 
 
@@ -174,6 +188,62 @@ def test_replay_filter(before: list[str], replay: list[str], want: list[str]) ->
     assert [line for line in before if f.accept(line)] == before
     f.new_pod()
     assert [line for line in replay if f.accept(line)] == want
+
+
+# What KubeRay v1.7.0's submitter pod printed around the driver log, verbatim (Ray 2.60's
+# cli.py in record style, colours included; common/job.go's wait-loop echo).
+ADDR = "rj-abc-head-svc.ads-ranking.svc.cluster.local:8265"
+BANNER_1 = (f"2026-12-03 13:23:29,513\tINFO cli.py:42 -- \x1b[37mJob submission server address"
+            f"\x1b[39m: \x1b[1m{ADDR}\x1b[22m")
+BANNER_2 = BANNER_1.replace("13:23:29,513", "13:24:02,087")
+WAIT = f"Waiting for Ray Dashboard GCS to become healthy at {ADDR} ..."
+SUBMIT = [
+    "2026-12-03 13:23:29,514\tSUCC cli.py:66 -- \x1b[32m-----------------------------------\x1b[39m",
+    "2026-12-03 13:23:29,514\tSUCC cli.py:67 -- \x1b[32mJob 'rj-abc' submitted successfully\x1b[39m",
+    "2026-12-03 13:23:29,514\tSUCC cli.py:68 -- \x1b[32m-----------------------------------\x1b[39m",
+    "2026-12-03 13:23:29,514\tINFO cli.py:330 -- \x1b[36mNext steps\x1b[39m",
+    "2026-12-03 13:23:29,514\tINFO cli.py:331 -- Query the logs of the job:",
+    "2026-12-03 13:23:29,514\tINFO cli.py:333 -- \x1b[1mray job logs rj-abc\x1b[22m",
+]
+FAILED_TAIL = [
+    "2026-12-03 13:24:09,301\tERR cli.py:74 -- \x1b[31m-------------------\x1b[39m",
+    "2026-12-03 13:24:09,301\tERR cli.py:75 -- \x1b[31mJob 'rj-abc' failed\x1b[39m",
+    "2026-12-03 13:24:09,301\tERR cli.py:76 -- \x1b[31m-------------------\x1b[39m",
+    "2026-12-03 13:24:09,301\tINFO cli.py:89 -- Status message: Job entrypoint command failed "
+    "with exit code 1, last available logs (truncated to 20,000 chars):",
+    "ValueError: window has no _SUCCESS marker",
+]
+DRIVER = [
+    "2026-12-03 13:23:31,002\tINFO worker.py:1832 -- Connecting to existing Ray cluster at "
+    f"address: {ADDR.replace(':8265', ':6379')}...",   # the driver's own Ray line: output
+    '{"__dagster_pipes_version": "0.1", "method": "opened", "params": {"extras": {}}}',
+    "(RayTrainWorker pid=812, ip=10.4.2.7) [train] epoch 1/2 loss 0.52",
+    "ValueError: window has no _SUCCESS marker",
+]
+
+
+def test_replay_filter_on_the_real_submitters_output() -> None:
+    """Pod 1: wait echo, submit's lines, banner, 3 driver lines, dies. Pod 2: wait echo, its
+    own banner (new timestamp), the whole driver log from line 1, the final status. Each
+    driver line comes once; no line of the submitter's own."""
+    f = ReplayFilter()
+    f.new_pod()
+    first = [WAIT, BANNER_1, *SUBMIT, BANNER_1, *DRIVER[:3]]
+    assert [line for line in first if f.accept(line)] == DRIVER[:3]
+    f.new_pod()
+    second = [WAIT, WAIT, BANNER_2, *DRIVER, *FAILED_TAIL]
+    assert [line for line in second if f.accept(line)] == DRIVER[3:]
+    assert f.delivered == DRIVER
+
+
+def test_non_follow_logs_drop_the_submitters_lines(fake_apiserver: FakeKubeApiServer) -> None:
+    fake_apiserver.scenario = Scenario(log_lines=("train", "result"), dashboard_wait_lines=1)
+    backend = make_backend(fake_apiserver)
+    with backend.session(REQUEST) as session:
+        job_id = session.submit(JOB)
+        list(session.logs(job_id, follow=True))
+        assert list(session.logs(job_id, follow=False)) == ["train", "result"]
+    assert_nothing_left(fake_apiserver)
 
 
 def test_dev_mode_ships_the_package_zip_with_every_job(fake_apiserver: FakeKubeApiServer) -> None:

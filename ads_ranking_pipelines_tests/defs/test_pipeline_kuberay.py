@@ -49,7 +49,7 @@ IMAGE = "registry.example.com/ads-ranking/ads-ranking-pipelines:0.1.0"
 @pytest.mark.integration
 def test_daily_job_on_kuberay_against_the_fake(fake_apiserver: FakeKubeApiServer, ads_home,
                                                tmp_path) -> None:
-    fake_apiserver.scenario = Scenario(execute=True)
+    fake_apiserver.scenario = Scenario(execute=True, dashboard_wait_lines=1)
     fake_apiserver.time_scale = 1.0
     home = str(ads_home)
     ray = KubeRayResource(
@@ -67,6 +67,11 @@ def test_daily_job_on_kuberay_against_the_fake(fake_apiserver: FakeKubeApiServer
             run_config=run_config(params, TINY_SOURCE, evaluation=TINY_MODEL_GATES_WITH_CHAMPION), tags=range_tags(DAYS[0], DAYS[-1]),
             instance=instance, raise_on_error=False)
         assert result.success, [e.message for e in result.all_events if e.is_failure]
+        logged = [entry.user_message for entry in instance.all_logs(result.run_id)]
+    # Each submitter printed what KubeRay's prints around the driver log: none of it (the wait
+    # echo, the cli.py banner and status lines) reached the run as driver output.
+    assert not any("cli.py:" in m or "Waiting for Ray Dashboard" in m for m in logged)
+    assert not any("unexpected message received after closed" in m for m in logged)
 
     done = {(m.asset_key.to_user_string(), m.partition) for m in
             (e.event_specific_data.materialization for e in result.get_asset_materialization_events())}

@@ -12,6 +12,12 @@ Two ways a line could come twice, and what is done about each:
   retried pod finds the job already submitted and prints the whole driver log again from its
   first line. :class:`ReplayFilter` drops the replayed prefix and delivers what is new.
 
+The submitter's own lines around the driver log (the dashboard wait loop's echo, the Ray CLI's
+timestamped ``cli.py`` records: ``submit``'s, the ``ray job logs`` banner, the final status;
+:mod:`.submitter_lines`) are not driver output: they are logged at DEBUG, never delivered, and
+never part of the replay matching - a retried pod's banner has a new timestamp. Pipes messages
+are also deduplicated by the reader (``defs/pipes_once.py``), whatever a pod prints.
+
 A pod of a *new* submitter Job (another ``controller-uid``) is not a replay: KubeRay deletes
 the Job with the cluster when the RayJob is suspended (Kueue evicted it) or retried, and the
 new Job submits the job again on a new cluster - a new log, from its first line, which starts
@@ -29,6 +35,12 @@ from typing import Any
 from ads_ranking_pipelines.backends.base import BackendError
 from ads_ranking_pipelines.backends.kuberay.client import KubeError
 from ads_ranking_pipelines.backends.kuberay.context import KubeRayContext
+from ads_ranking_pipelines.backends.kuberay.submitter_lines import (
+    is_cli_record,
+    is_dashboard_wait,
+    opens_status_message,
+)
+from ads_ranking_pipelines.backends.ray_job_api import strip_ansi
 
 log = logging.getLogger(__name__)
 
@@ -47,26 +59,41 @@ def _stamp_key(stamp: str) -> str:
 
 
 class ReplayFilter:
-    """Drops the lines a new submitter pod replays from the driver log already delivered.
+    """Drops the submitter's own lines, and the lines a new submitter pod replays from the
+    driver log already delivered.
 
-    ``delivered`` holds every line delivered so far, in order. When a new pod starts, its
-    lines are matched against ``delivered`` from the first occurrence of its first line on,
-    one by one; the matched run is dropped. The first line that does not continue the run
-    (or any line once the run has reached the end of ``delivered``) is new, and so is
-    everything after it.
+    ``delivered`` holds every driver line delivered so far, in order. When a new pod starts,
+    its driver lines (the submitter's own skipped) are matched against ``delivered`` from the
+    first occurrence of its first line on, one by one; the matched run is dropped. The first
+    line that does not continue the run (or any line once the run has reached the end of
+    ``delivered``) is new, and so is everything after it.
     """
 
     def __init__(self) -> None:
         self.delivered: list[str] = []
         self._cursor: int | None = None
         self._replaying = False
+        self._in_status_message = False
 
     def new_pod(self) -> None:
         self._cursor = None
         self._replaying = bool(self.delivered)
+        self._in_status_message = False
+
+    def _submitters(self, line: str) -> bool:
+        """Whether ``line`` is the submitter's own (not driver output)."""
+        if self._in_status_message or is_dashboard_wait(line):
+            return True
+        if is_cli_record(line):
+            self._in_status_message = opens_status_message(line)
+            return True
+        return False
 
     def accept(self, line: str) -> bool:
-        """Whether ``line`` is new (and record it as delivered)."""
+        """Whether ``line`` is new driver output (and record it as delivered)."""
+        if self._submitters(line):
+            log.debug("submitter: %s", strip_ansi(line))
+            return False
         if self._replaying:
             if self._cursor is None:
                 try:

@@ -21,7 +21,7 @@ from ads_ranking_pipelines.backends.kuberay.client import (
 )
 from ads_ranking_pipelines.backends.kuberay.context import KubeRayContext
 from ads_ranking_pipelines.backends.kuberay.health import StartupWatch, SubmitterWatch
-from ads_ranking_pipelines.backends.kuberay.logs import LogFollower
+from ads_ranking_pipelines.backends.kuberay.logs import LogFollower, ReplayFilter
 from ads_ranking_pipelines.backends.kuberay.status import (
     FAILED_DEPLOYMENT,
     JOB_NAME_LABELS,
@@ -196,7 +196,8 @@ class RayJobs:
             text = self.ctx.client.read_pod_log(namespace, pods[-1]["metadata"]["name"])
         except KubeError as exc:
             raise BackendError(f"cannot read the log of RayJob {namespace}/{name}: {exc}") from exc
-        return iter(text.splitlines())
+        replay = ReplayFilter()  # one pod: only the submitter's own lines go
+        return iter([line for line in text.splitlines() if replay.accept(line)])
 
     def _terminal(self, namespace: str, name: str) -> bool:
         try:

@@ -14,7 +14,9 @@ Modules, one job each:
 * :mod:`.store` - the object store, label selectors, owner-reference deletion
 * :mod:`.toy_operator` - the toy KubeRay operator: the loop that runs its controllers
 * :mod:`.raycluster_controller` - its RayCluster controller (pods, readiness, status)
-* :mod:`.rayjob_controller` - its RayJob controller (the state machine, submitter, deletion)
+* :mod:`.rayjob_controller` - its RayJob controller (the state machine, deletion)
+* :mod:`.submitter` - the RayJob's submitter Job: its pods and what they print
+  (:mod:`.submitter_output`: the text, as KubeRay's submitter command and Ray's CLI print it)
 * :mod:`.operator_common` - what they share: :class:`Scenario`, their settings, pods
 * :mod:`.faults` - fault injection
 * :mod:`.fixtures` - the ``fake_apiserver`` fixture, a client and a kubeconfig for it

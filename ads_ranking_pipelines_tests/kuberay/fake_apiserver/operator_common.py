@@ -33,8 +33,9 @@ class Scenario:
     its log is printed: ``jobStatus`` STOPPED).
     ``execute``: the cluster is a real local Ray cluster and the submitter really runs the
     RayJob's entrypoint (:mod:`.ray_runtime`); ``log_lines`` and ``outcome`` are then the job's.
-    ``submitter_failures``: how many submitter pods die after ``crash_after_lines`` lines (each
-    retry replays the log). ``tail_lines``: lines the submitter still prints after the Ray job
+    ``submitter_failures``: how many submitter pods die after ``crash_after_lines`` driver
+    lines (each retry replays the log, behind its own banner: :mod:`.submitter`).
+    ``tail_lines``: driver lines the submitter still prints after the Ray job
     is terminal (``jobStatus`` ahead of ``jobDeploymentStatus``). ``replica_failure_clears_after_s``
     (``cluster_failed``): KubeRay's retried pod creation succeeds after that long (the quota
     was freed). ``scale_up`` / ``karpenter`` (``unschedulable``): cluster-autoscaler's
@@ -43,7 +44,8 @@ class Scenario:
     ``submitter``: ``start`` |
     ``refused`` (the API server refuses its pod: a namespace quota; FailedCreate on the Job) |
     ``unschedulable`` (its pod Pending, FailedScheduling). ``dashboard_wait_lines``: how many
-    times the submitter's wait loop says it is waiting for the dashboard before it submits.
+    times each submitter pod's wait loop says it is waiting for the dashboard (every pod runs
+    the loop: :mod:`.submitter`).
     Times are real seconds.
     """
 

@@ -6,7 +6,9 @@ cluster (:class:`LocalRayCluster`, started in the background so the API server k
 answering), and a RayJob's submitter pod does what KubeRay's submitter command does
 (common/job.go ``BuildJobSubmitCommand``): ``ray job submit --no-wait`` of the RayJob's
 ``entrypoint`` with its ``runtimeEnvYAML`` and ``jobId`` as the submission id, then ``ray job
-logs --follow`` - the lines become the pod's log. The Ray job's status is what the operator
+logs --follow`` - the lines become the pod's log, between the lines the real pod prints around
+them (the dashboard wait echoes, ``cli.py``'s submit lines and banner, the final status:
+:mod:`.submitter`). The Ray job's status is what the operator
 reads from the dashboard (rayjob_controller.go ``GetJobInfo``). The pods share this machine's
 disk, as Ray pods share a ReadWriteMany volume mounted at the same path.
 """
@@ -14,13 +16,15 @@ disk, as Ray pods share a ReadWriteMany volume mounted at the same path.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver.submitter import opening_lines
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver.submitter_output import final_status_lines
 
 
 @dataclass
@@ -75,8 +79,10 @@ class LocalRayRuntime:
         return "ready" if entry.cluster is not None else "starting"
 
     def submit(self, job_key: tuple, cluster_key: tuple, spec: dict[str, Any],
-               emit: Callable[[str], None]) -> RunningJob:
-        """Submit the RayJob's entrypoint to its cluster and follow its log into ``emit``."""
+               emit: Callable[[str], None], *, address: str, waits: int = 0) -> RunningJob:
+        """Submit the RayJob's entrypoint to its cluster and follow its log into ``emit``,
+        with what the submitter prints around it (:func:`.submitter.opening_lines`, then
+        ``_log_job_status``'s lines); ``address`` is the one the pod's commands name."""
         from ads_ranking_pipelines.backends.base import JobSpec
         from ads_ranking_pipelines.backends.ray_job_api import RayJobApi
 
@@ -91,10 +97,14 @@ class LocalRayRuntime:
             try:
                 api.submit(job)
                 running.status = "RUNNING"
+                for line in opening_lines(address, job.submission_id, True, waits):
+                    emit(line)
                 for line in api.logs(job.submission_id, follow=True):
                     emit(line)
                 final = api.status(job.submission_id)
                 running.status, running.message = final.state.value, final.message
+                for line in final_status_lines(job.submission_id, running.status, running.message):
+                    emit(line)
             except Exception as exc:
                 running.status, running.message = "FAILED", f"submitter: {exc}"
             running.drained = True

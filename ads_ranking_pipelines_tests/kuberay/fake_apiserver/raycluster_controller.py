@@ -26,7 +26,6 @@ from dataclasses import replace
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.operator_common import (
     OperatorHost,
     Scenario,
-    emit_event,
     new_pod,
     scenario_for,
     suffix,

@@ -18,8 +18,9 @@ lasts ``time_scale`` real seconds per second.
   Only ``jobStatus`` FAILED makes the deployment Failed: a Ray job STOPPED (``ray job stop``,
   the dashboard) ends Complete, like SUCCEEDED.
 * The submitter Job (``createNewK8sJob``, backoffLimit 2 by default) runs the command of
-  common/job.go ``BuildJobSubmitCommand``: a retried pod prints the driver log again from its
-  first line (``ray job logs --follow``).
+  common/job.go ``BuildJobSubmitCommand`` and prints what it prints (:mod:`.submitter`): a
+  retried pod prints the driver log again from its first line (``ray job logs --follow``),
+  behind its own dashboard-wait echoes and ``cli.py`` banner.
 * ``spec.suspend`` (Kueue): a new RayJob goes Suspended with no cluster; case Suspended goes
   back to New once unsuspended; case Initializing / Running with ``suspend`` go Suspending
   (``updateStatusToSuspendingIfNeeded``): case Suspending deletes the cluster (the Ray job ends
@@ -49,23 +50,18 @@ from __future__ import annotations
 
 import copy
 import time
-import uuid
 from typing import Any
 
 from ads_ranking_pipelines_tests.kuberay import crd_schema
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.operator_common import (
     OperatorHost,
-    Scenario,
-    emit_event,
-    new_pod,
     scenario_for,
     suffix,
 )
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.store import _Pod, now_rfc3339
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver.submitter import SubmitterJob, dashboard_address
 
 RAYJOB_FINALIZER = "ray.io/rayjob-finalizer"
-# Ray's message for a job stopped through the Job API (dashboard/modules/job/common.py).
-STOPPED_MESSAGE = "Job was intentionally stopped."
 
 
 class RayJobController:
@@ -74,6 +70,7 @@ class RayJobController:
 
     def __init__(self, host: OperatorHost) -> None:
         self.host = host
+        self.submitter = SubmitterJob(host, self._job_terminal)
 
     def reconcile(self, key: tuple, now: float) -> None:
         obj = self.host.objects[key]
@@ -199,7 +196,7 @@ class RayJobController:
         if (obj.get("spec") or {}).get("submissionMode") == "InteractiveMode":
             status["jobDeploymentStatus"] = "Waiting"
         else:
-            self._new_submitter(key, obj, sim, now)
+            self.submitter.new_pod(key, obj, sim, now)
             status["jobDeploymentStatus"] = "Running"
         self.host._touch(obj)
 
@@ -222,39 +219,6 @@ class RayJobController:
         self.host.objects[ckey] = cluster
         self.host.operator_made.append(copy.deepcopy(cluster))
         return cluster
-
-    def _new_submitter(self, key: tuple, obj: dict, sim: dict, now: float) -> None:
-        """A pod of the submitter Job (``createNewK8sJob``): its log is the driver log from the
-        first line (``ray job logs --follow``). A pod the API server refuses (quota) is not
-        created: the Job controller records ``FailedCreate`` on the Job; a pod that fits no
-        node stays Pending, Unschedulable (the scheduler's ``FailedScheduling``). Either way
-        the Job gets no ``JobFailed`` condition, so ``checkSubmitterAndUpdateStatusIfNeeded``
-        finds nothing and the RayJob stays Running with an empty ``jobStatus``
-        (rayjob_controller.go ~301-319) until ``activeDeadlineSeconds``."""
-        spec = obj.get("spec") or {}
-        scenario = scenario_for(self.host, key[2])
-        # The Job controller labels a Job's pods with the Job's name and uid; the submitter Job
-        # made after a Suspending / Retrying (which delete it) is a new Job: a new uid.
-        job_uid = sim.setdefault("submitter_job_uid", str(uuid.uuid4()))
-        labels = {**((spec.get("submitterPodTemplate") or {}).get("metadata") or {})
-                  .get("labels", {}), "job-name": key[2], "batch.kubernetes.io/job-name": key[2],
-                  "controller-uid": job_uid, "batch.kubernetes.io/controller-uid": job_uid}
-        pod_name = f"{key[2]}-{suffix()}"
-        sim.update(attempts=sim.get("attempts", 0) + 1, pod=None)
-        sim.setdefault("running_at", None)
-        if scenario.submitter == "refused":
-            emit_event(self.host, key[1], "Job", key[2], "FailedCreate", "Error creating: "
-                       + scenario.submitter_quota_message % {"pod": pod_name}, "job-controller")
-            return
-        stuck = scenario.submitter_unschedulable_message \
-            if scenario.submitter == "unschedulable" else None
-        pod = new_pod(self.host, key[1], pod_name, labels, obj, "ray-job-submitter",
-                      scenario.pod_running_after_s, unschedulable=stuck)
-        if stuck:
-            emit_event(self.host, key[1], "Pod", pod_name, "FailedScheduling", stuck,
-                       "default-scheduler")
-        sim.update(pod=(key[1], pod_name), line=0,
-                   next_line_at=now + scenario.pod_running_after_s)
 
     def _job_suspended(self, key: tuple, obj: dict, sim: dict, now: float) -> None:
         """case Suspended: nothing runs; once ``spec.suspend`` is false (Kueue admitted it:
@@ -295,14 +259,11 @@ class RayJobController:
             status.update({"jobStatus": "RUNNING", "rayJobInfo": {"startTime": now_rfc3339()}})
             sim["running_at"] = sim["running_at"] or now
             self.host._touch(obj)
-        lines = scenario.log_lines
-        if sim["line"] < len(lines):
-            if now >= sim["next_line_at"]:
-                self._print_line(pod, sim, lines, scenario, now)
+        if self.submitter.print_next(key, obj, pod, sim, now):
             return
         if scenario.outcome == "hang" or now - sim["running_at"] < scenario.hold_running_s:
             return
-        self._finish_submitter(key, obj, pod, sim, scenario, now)
+        self.submitter.finish(key, obj, pod, sim, now)
 
     def _stop_real_job(self, sim: dict) -> None:
         """A suspended job's Ray job ends with its cluster (``deleteClusterResources``)."""
@@ -321,7 +282,9 @@ class RayJobController:
                     self.host.changed.notify_all()
 
             ckey = ("rayclusters", key[1], status["rayClusterName"])
-            sim["ray"] = self.host.runtime().submit(key, ckey, obj.get("spec") or {}, emit)
+            sim["ray"] = self.host.runtime().submit(
+                key, ckey, obj.get("spec") or {}, emit, address=dashboard_address(obj),
+                waits=scenario_for(self.host, key[2]).dashboard_wait_lines)
             return
         if running.status != status.get("jobStatus"):
             status["jobStatus"] = running.status
@@ -335,61 +298,6 @@ class RayJobController:
             status.update({"jobDeploymentStatus": "Failed" if failed else "Complete",
                            "reason": "AppFailed" if failed else "", "endTime": now_rfc3339()})
             self._job_terminal(key, obj, sim, now)
-
-    def _print_line(self, pod: _Pod, sim: dict, lines: tuple, scenario: Scenario,
-                    now: float) -> None:
-        pod.lines.append((time.time(), lines[sim["line"]]))
-        sim["line"] += 1
-        sim["next_line_at"] = now + scenario.line_interval_s
-        attempts_left = scenario.submitter_failures - (sim["attempts"] - 1)
-        if attempts_left > 0 and sim["line"] >= min(scenario.crash_after_lines, len(lines)):
-            # The submitter pod dies (node lost, OOM…): the Job controller starts another.
-            pod.obj["status"]["phase"] = "Failed"
-            pod.closed = True
-            key = ("rayjobs", pod.obj["metadata"]["namespace"],
-                   pod.obj["metadata"]["ownerReferences"][0]["name"])
-            obj = self.host.objects[key]
-            limit = ((obj.get("spec") or {}).get("submitterConfig") or {}).get("backoffLimit", 2)
-            if sim["attempts"] > int(limit):
-                # checkSubmitterAndUpdateStatusIfNeeded: the Job's retries are used up.
-                obj["status"].update({
-                    "jobDeploymentStatus": "Failed", "reason": "SubmissionFailed",
-                    "message": "Job submission has failed. Reason: BackoffLimitExceeded. "
-                               "Message: Job has reached the specified backoff limit"})
-                self._job_terminal(key, obj, sim, now)
-            else:
-                self._new_submitter(key, obj, sim, now)
-        self.host.changed.notify_all()
-
-    def _finish_submitter(self, key: tuple, obj: dict, pod: _Pod, sim: dict,
-                          scenario: Scenario, now: float) -> None:
-        """case Running, once the log is printed: the Ray job's terminal ``jobStatus``
-        (``GetJobInfo``), the submitter's tail, then ``jobDeploymentStatus`` Complete - Failed
-        (``AppFailed``) only for FAILED."""
-        status = obj["status"]
-        failed = scenario.outcome == "app_failed"
-        if status.get("jobStatus") == "RUNNING":
-            ray_status, message = (("FAILED", scenario.app_failure_message) if failed else
-                                   ("STOPPED", STOPPED_MESSAGE) if scenario.outcome == "stopped"
-                                   else ("SUCCEEDED", "Job finished successfully."))
-            status.update({"jobStatus": ray_status, "message": message,
-                           "rayJobInfo": {**status.get("rayJobInfo", {}), "endTime": now_rfc3339()}})
-            sim["tail"] = scenario.tail_lines
-            sim["next_tail_at"] = now + scenario.tail_interval_s
-            self.host._touch(obj)
-            return
-        if sim.get("tail", 0) > 0:
-            if now >= sim["next_tail_at"]:
-                sim["tail"] -= 1
-                pod.lines.append((time.time(), f"[submitter] tail line {scenario.tail_lines - sim['tail']}"))
-                sim["next_tail_at"] = now + scenario.tail_interval_s
-                self.host.changed.notify_all()
-            return
-        pod.obj["status"]["phase"] = "Failed" if failed else "Succeeded"
-        pod.closed = True
-        status.update({"jobDeploymentStatus": "Failed" if failed else "Complete",
-                       "reason": "AppFailed" if failed else "", "endTime": now_rfc3339()})
-        self._job_terminal(key, obj, sim, now)
 
     def _job_terminal(self, key: tuple, obj: dict, sim: dict, now: float) -> None:
         """``checkBackoffLimitAndUpdateStatusIfNeeded`` after a terminal transition."""
@@ -430,7 +338,7 @@ class RayJobController:
 
     def _job_finished(self, key: tuple, obj: dict, sim: dict, now: float) -> None:
         """case Complete/Failed: the deletion mechanisms."""
-        spec, status = obj.get("spec") or {}, obj["status"]
+        spec = obj.get("spec") or {}
         if spec.get("clusterSelector"):
             return
         ended = sim.get("ended_at", now)
