@@ -164,9 +164,10 @@ def test_preempted_run_is_queued_then_readmitted_and_its_new_log_is_delivered_wh
                            kwargs={"run_kind": "backfill"})
     low.start()
 
-    def printed() -> int:
-        return sum(len(p.lines) for p in fake_apiserver.pods.values()
-                   if p.obj["metadata"]["labels"].get("job-name", "").startswith("run-low"))
+    def printed() -> int:   # driver lines (the submitter's own lines come first)
+        return sum(1 for p in fake_apiserver.pods.values()
+                   if p.obj["metadata"]["labels"].get("job-name", "").startswith("run-low")
+                   for _, line in p.lines if line in lines)
 
     assert fake_apiserver.wait_for(lambda: printed() >= 2, 30)
     fake_apiserver.scenarios.update({n: Scenario(hold_running_s=1.0) for n in ("run-high",)})
