@@ -15,7 +15,6 @@ import dataclasses
 import json
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -29,8 +28,6 @@ from ads_ranking_pipelines.contracts.pipes_stamp import STAMP_FIELD
 from ads_ranking_pipelines.defs.chatter import is_chatter
 from ads_ranking_pipelines.defs.pipes_once import SeenMessages
 
-# Dagster's Pipes session reads this (preview) property of every reader; the warning says nothing to a user.
-warnings.filterwarnings("ignore", message=".*PipesMessageReader.expected_writer_count.*")
 
 JOB_ID_KEY = "ray_job_id"
 STOP_TIMEOUT_S = 60.0
@@ -107,6 +104,12 @@ class BackendJobLogReader(PipesMessageReader):
         self.lines_forwarded = 0
         self.messages_received = 0
         self._seen = SeenMessages()  # each stamped message once (pipes_once)
+
+    @property
+    def expected_writer_count(self) -> int:
+        """One writer: the job's driver. (Dagster's own property is a preview API that warns on
+        every Pipes session; this reader answers it without the warning.)"""
+        return 1
 
     def on_launched(self, launched_payload: Any) -> None:
         self._job_id = launched_payload["extras"][JOB_ID_KEY]

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import warnings
 
 import dagster as dg
 from dagster_pipes import PIPES_PROTOCOL_VERSION, PIPES_PROTOCOL_VERSION_FIELD
 
 from ads_ranking_pipelines.backends.base import ClusterSession, JobSpec, JobState, JobStatus
 from ads_ranking_pipelines.contracts.pipes_stamp import STAMP_FIELD, stamp_of
-from ads_ranking_pipelines.defs.pipes import run_ray_job
+from ads_ranking_pipelines.defs.pipes import BackendJobLogReader, run_ray_job
 from ads_ranking_pipelines.defs.pipes_once import SeenMessages
 from ads_ranking_pipelines.defs.range_jobs import DayResults, run_days
 
@@ -123,3 +124,13 @@ def test_unstamped_messages_are_all_delivered() -> None:
 
     assert dg.materialize([plain], raise_on_error=False).success
     assert [m["kind"] for m in seen["outcome"].custom_messages] == ["result", "result"]
+
+
+def test_the_reader_answers_the_writer_count_without_dagsters_preview_warning() -> None:
+    """Dagster's Pipes session reads ``expected_writer_count`` of every reader; the base class's
+    property is a preview API that warns each time. Ours answers it (one writer, the driver),
+    so no warning filter is needed anywhere (none is set at import)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dg.PreviewWarning)
+        assert BackendJobLogReader(None, None).expected_writer_count == 1
+    assert not [f for f in warnings.filters if "expected_writer_count" in str(f[1])]
