@@ -309,7 +309,7 @@ def run_pipeline(day: dt.date, params: TrainingParams, source: SourceConfig, env
         logging.getLogger("ray.dashboard.modules.job.sdk").addFilter(_warnings_only)
     dagster_home = environ.get("DAGSTER_HOME") or os.path.abspath(".dagster_home")
     os.makedirs(dagster_home, exist_ok=True)
-    os.environ["DAGSTER_HOME"] = dagster_home
+    environ = {**environ, "DAGSTER_HOME": dagster_home}    # this run's, not the process's
     job = build_definitions(environ, target).resolve_job_def(JOB_NAME)
     last = last or day
     days = [day + dt.timedelta(days=i) for i in range((last - day).days + 1)]
@@ -317,7 +317,7 @@ def run_pipeline(day: dt.date, params: TrainingParams, source: SourceConfig, env
     if last != day:
         tags.update(range_tags(day, last))
     run_id = str(uuid.uuid4())
-    with dg.DagsterInstance.get() as instance:
+    with dg.DagsterInstance.from_config(dagster_home) as instance:
         narrator = RunNarrator(instance, run_id, typer.echo) if not verbose else contextlib.nullcontext()
         with contextlib.ExitStack() as stack:
             _take_pool_slot(stack, instance, params.gpu_pool, run_id, environ, wait)
