@@ -201,7 +201,8 @@ from `make bench`). Each ratio is ours / a reference measured side by side in th
 million rows, ours / bare); P1 and P3 (since 2026-12-01) give the median over interleaved
 (ours, bare) pairs with [min-max]; the raw figures are in each run's JSON lines, and what every figure
 includes is in the docstring of its module (`benchmarks/p*.py`). Benchmarks are not tests: no
-figure here is asserted anywhere. The summary table is rebuilt from the run sections below on
+figure here is asserted anywhere. One-off measurements behind design choices are in
+`DESIGN_MEASUREMENTS.md`. The summary table is rebuilt from the run sections below on
 every `--record`.
 
 | run (UTC) | machine | P1 train ours/bare | P2 train 2w/1w | P3 infer ours/bare | P4 overhead/total | P5 backfill/singles overhead per day | P6 peak memory / 6 GiB | S1 slope ours/bare | Q1 min AUC lift vs XGBoost | note |

@@ -1,21 +1,15 @@
 """How many threads a job driver's numeric libraries use: the CPUs of the container it runs in.
 
-A Ray job's driver is a child of Ray's job supervisor actor, and inherits that actor's
-environment. The supervisor reserves no CPU, so Ray set ``OMP_NUM_THREADS=1`` in it (an actor
-"without num_cpus" gets one thread) and every driver started with one thread for torch,
-OpenBLAS and OpenMP - measured here: ``OMP_NUM_THREADS`` is ``1`` in a job driver on a local
-cluster whose machine has 2 cores. The evaluation job does its work in the driver (scoring,
-logistic regression, the bootstrap), so it ran on one core of an otherwise idle head.
+A Ray job's driver is a child of Ray's job supervisor actor and inherits its environment; the
+supervisor reserves no CPU, so Ray sets ``OMP_NUM_THREADS=1`` there and every driver would
+start with one thread for torch, OpenBLAS and OpenMP - while the evaluation job does its work
+(scoring, logistic regression, the bootstrap) in the driver, on the head.
 
-The driver's node is the head (Ray schedules the supervisor there), so OpenMP (torch, XGBoost)
-gets the CPUs its container may use: the affinity mask, capped by a cgroup CPU quota (a KubeRay
-head pod's CPU limit). Measured on 2 cores, XGBoost on 400k rows: 7.6-8.2 s on one thread,
-5.6-5.8 s on two; with one other busy process, two spinning OpenMP threads were slower than one
-(10.3-11.4 s vs 7.9-8.4 s), two with ``OMP_WAIT_POLICY=PASSIVE`` as fast as one (7.7-8.4 s)
-and still 5.6-6.5 s when quiet: so idle OpenMP threads sleep. OpenBLAS stays on one thread:
-more gave the driver's linear models nothing (3.0 s either way) and, spinning while the cores
-were busy, made them 4-7x slower. The work Ray schedules (training workers, Ray Data tasks) is
-untouched: those processes are started by their raylet with their own thread count.
+So OpenMP (torch, XGBoost) gets the CPUs the driver's container may use: the affinity mask,
+capped by a cgroup CPU quota (a KubeRay head pod's CPU limit), with ``OMP_WAIT_POLICY=PASSIVE``
+so idle threads sleep; OpenBLAS stays on one thread. The work Ray schedules (training workers,
+Ray Data tasks) is untouched: those processes get their thread count from their raylet. The
+measurements behind these choices: ``benchmarks/DESIGN_MEASUREMENTS.md`` (driver threads).
 """
 
 from __future__ import annotations

@@ -3,11 +3,11 @@
 Everything a job driver reports reaches Dagster as lines of its log: Pipes messages (one JSON
 object per line) and plain text. Several threads write there at once: the main thread, the
 training progress pump, and Ray's own thread that prints the workers' output. ``print`` and
-Dagster Pipes' stream writer both write a line as two calls (the text, then ``"\\n"``), and
+Dagster Pipes' stream writer both write a line as two calls (the text, then ``"\n"``), and
 the driver runs unbuffered (Ray's job supervisor sets ``PYTHONUNBUFFERED=1``), so another
 thread's line can land between them: ``(RayTrainWorker pid=1) epoch 2/2{"__dagster_pipes…}``
-is then one line and the message is not a line of its own. Measured here with one thread
-printing and one writing Pipes messages: 243 of 2000 messages were glued to another line.
+is then one line and the message is not a line of its own (how often:
+``benchmarks/DESIGN_MEASUREMENTS.md``, whole lines).
 
 :class:`WholeLineStream` keeps each thread's unfinished line to itself and writes finished
 lines in one call under a lock shared by stdout and stderr (they go to the same log file). The

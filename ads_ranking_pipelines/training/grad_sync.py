@@ -1,13 +1,12 @@
 """How DDP averages the gradients of the replicated (dense) parameters, chosen per backend.
 
-gloo's all-reduce is latency-bound at our dense gradient's size: one DDP bucket of 19,738
-floats (the MLPs and the wide layer) took 1.25-1.52 ms a call between 2 one-thread CPU ranks,
-while gathering the same tensor from every rank (``all_gather_into_tensor``) and summing it
-here took 0.64 ms (measured on this 2-core machine, 300 calls each). So on gloo with at most
-:data:`GATHER_MAX_WORLD` ranks the bucket is gathered and summed locally; every rank adds the
-same tensors in rank order, so every rank ends with the same average, as an all-reduce
-guarantees. NCCL, and larger gloo groups (the gathered bytes grow with the number of ranks),
-keep DDP's own all-reduce.
+gloo's all-reduce is latency-bound at our dense gradient's size (one DDP bucket of ~20k
+floats), and gathering the bucket from every rank and summing it locally was about twice as
+fast between 2 CPU ranks (``benchmarks/DESIGN_MEASUREMENTS.md``, gradient averaging). So on
+gloo with at most :data:`GATHER_MAX_WORLD` ranks the bucket is gathered and summed locally;
+every rank adds the same tensors in rank order, so every rank ends with the same average, as
+an all-reduce guarantees. NCCL, and larger gloo groups (the gathered bytes grow with the
+number of ranks), keep DDP's own all-reduce.
 """
 
 from __future__ import annotations

@@ -4,12 +4,10 @@ The job driver reads the window's days and transforms them itself, then hands th
 as blocks it puts in its own node's object store: one Ray Dataset per training worker (rank),
 each the same number of rows, which that worker iterates every epoch.
 
-* **Why in the driver.** Measured on the local cluster (2 x 1-CPU worker nodes, a fresh
-  cluster as every daily run has): one 1.6M-row day took 19.8 s through Ray Data
-  (``read_parquet`` + ``map_batches`` + ``materialize``; each operator's first tasks start new
-  worker processes: the file listing, a parquet footer actor, the read task) and a random
-  shuffle 2.7-16 s more (map and reduce tasks, more with more blocks); reading and transforming
-  the same rows in one process took 0.2-0.9 s + 2.6 s, and a seeded permutation well under one.
+* **Why in the driver.** On a fresh cluster, as every daily run has, Ray Data's read,
+  transform and shuffle start new worker processes for each operator's first tasks; one
+  process reading and transforming the same rows was an order of magnitude faster
+  (``benchmarks/DESIGN_MEASUREMENTS.md``, training window).
 * **Why the driver's node.** Blocks left on a worker node are lost with it, and Ray rebuilds
   them by re-running their tasks, which need a CPU the restarted training workers hold: the
   resumed run waited forever (``test_prepare_window``). Blocks the driver puts live on its
@@ -18,8 +16,8 @@ each the same number of rows, which that worker iterates every epoch.
 * **Why one dataset per rank.** Ray Train's default, one dataset it splits with
   ``streaming_split(equal=True)`` every epoch, runs a split coordinator actor per dataset and
   ``_split_single_block`` tasks (new worker processes) to cut blocks for equal shards, each
-  epoch again. Measured over one daily run (P4 size, 4 epochs) those took 14 CPU-s of the
-  machine's 161, on 2 cores. Splitting once here gives the same rows per rank (the equal
+  epoch again (about a tenth of a daily run's CPU time: ``benchmarks/DESIGN_MEASUREMENTS.md``).
+  Splitting once here gives the same rows per rank (the equal
   split's ``rows // workers``, the remainder dropped as it did) and a rank reads its own
   blocks with no actor or task in between.
 
