@@ -7,6 +7,7 @@ import os
 import pytest
 
 from ads_ranking_pipelines.backends.processes import wait_for_exit
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver.fixtures import fake_apiserver  # noqa: F401 - for every test
 
 
 def wait_no_processes(marker: str, timeout_s: float = 15.0) -> list[int]:

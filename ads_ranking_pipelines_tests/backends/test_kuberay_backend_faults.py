@@ -21,11 +21,10 @@ from ads_ranking_pipelines_tests.backends.kuberay_helpers import (
     assert_nothing_left,
     make_backend,
 )
-from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 - fixture
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (
     FakeKubeApiServer,
     Scenario,
     client_for,
-    fake_apiserver,
 )
 
 

@@ -23,11 +23,7 @@ from ads_ranking_pipelines_tests.backends.kuberay_helpers import (
     make_backend,
 )
 from ads_ranking_pipelines_tests.kuberay import crd_schema
-from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 - fixture
-    FakeKubeApiServer,
-    Scenario,
-    fake_apiserver,
-)
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver import FakeKubeApiServer, Scenario
 
 
 # ---- the happy path -------------------------------------------------------------------------

@@ -18,11 +18,7 @@ from ads_ranking_pipelines_tests.backends.kuberay_helpers import (
     assert_nothing_left,
     make_backend,
 )
-from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 - fixture
-    FakeKubeApiServer,
-    Scenario,
-    fake_apiserver,
-)
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver import FakeKubeApiServer, Scenario
 
 LATER = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)
 FOREIGN = {"apiVersion": "ray.io/v1", "kind": "RayJob",

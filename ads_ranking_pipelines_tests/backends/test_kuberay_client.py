@@ -28,11 +28,10 @@ from ads_ranking_pipelines.backends.kuberay.client import (
     parse_retry_after,
 )
 from ads_ranking_pipelines.kuberay.raycluster import build_raycluster
-from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 - fixture
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (
     FakeKubeApiServer,
     Scenario,
     client_for,
-    fake_apiserver,
     fast_retry,
     matches_selector,
     write_kubeconfig,

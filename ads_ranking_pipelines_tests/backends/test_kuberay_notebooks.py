@@ -19,10 +19,7 @@ from ads_ranking_pipelines.backends.kuberay.permissions import NOTEBOOK_PERMISSI
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines_tests.backends.kuberay_helpers import NS, assert_nothing_left, make_backend
 from ads_ranking_pipelines_tests.kuberay import crd_schema
-from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 - fixture
-    FakeKubeApiServer,
-    fake_apiserver,
-)
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver import FakeKubeApiServer
 
 NAME = "nb-cluster"
 REQUEST = ClusterRequest(name=NAME, owner="alice", workers=1)

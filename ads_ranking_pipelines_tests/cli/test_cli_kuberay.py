@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from ads_ranking_pipelines.backends.kuberay.client import RAYCLUSTERS, RAYJOBS
 from ads_ranking_pipelines_tests.cli.helpers import cli_env, ok, ok_json, run_cli
-from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 - fixture
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (
     FakeKubeApiServer,
     Scenario,
-    fake_apiserver,
     write_kubeconfig,
 )
 

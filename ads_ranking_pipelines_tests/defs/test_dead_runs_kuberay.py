@@ -37,10 +37,9 @@ from ads_ranking_pipelines.storage.layout import StorageLayout
 from ads_ranking_pipelines.storage.registry import ModelRegistry
 from ads_ranking_pipelines_tests.cli.helpers import RAY_IMAGE, REPO_ROOT, run_cli
 from ads_ranking_pipelines_tests.conftest import wait_no_processes
-from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 - fixture
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (
     FakeKubeApiServer,
     Scenario,
-    fake_apiserver,
     write_kubeconfig,
 )
 

@@ -24,10 +24,9 @@ from ads_ranking_pipelines.defs.ray_resources import KubeRayResource
 from ads_ranking_pipelines.defs.resources import EventSourceResource, StorageResource
 from ads_ranking_pipelines_tests.backends.kuberay_helpers import make_backend
 from ads_ranking_pipelines_tests.defs._gates import TINY_MODEL_GATES
-from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 - fixture
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (
     FakeKubeApiServer,
     Scenario,
-    fake_apiserver,
     write_kubeconfig,
 )
 

@@ -39,10 +39,9 @@ from ads_ranking_pipelines.defs.resources import EventSourceResource, StorageRes
 from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
 from ads_ranking_pipelines_tests.conftest import wait_no_processes
 from ads_ranking_pipelines_tests.defs.test_resource_kuberay import assert_nothing_left
-from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 - fixture
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (
     FakeKubeApiServer,
     Scenario,
-    fake_apiserver,
     write_kubeconfig,
 )
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.kueue_controller import KueueQueue, pod_sets

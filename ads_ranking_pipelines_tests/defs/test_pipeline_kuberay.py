@@ -29,10 +29,9 @@ from ads_ranking_pipelines.storage.layout import StorageLayout
 from ads_ranking_pipelines.storage.registry import ModelRegistry
 from ads_ranking_pipelines_tests.conftest import wait_no_processes
 from ads_ranking_pipelines_tests.defs._gates import TINY_MODEL_GATES_WITH_CHAMPION
-from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 - fixture
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (
     FakeKubeApiServer,
     Scenario,
-    fake_apiserver,
     write_kubeconfig,
 )
 

@@ -22,10 +22,9 @@ from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.defs.pipes import run_ray_job
 from ads_ranking_pipelines.defs.ray_resources import KubeRayResource, RayClusterResource
 from ads_ranking_pipelines.backends.kuberay.client import RAYCLUSTERS, RAYJOBS
-from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 - fixture
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (
     FakeKubeApiServer,
     Scenario,
-    fake_apiserver,
     write_kubeconfig,
 )
 

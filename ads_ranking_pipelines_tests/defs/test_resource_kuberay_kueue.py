@@ -15,10 +15,9 @@ from ads_ranking_pipelines.defs.ray_resources import KubeRayResource
 from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
 from ads_ranking_pipelines_tests.defs import test_resource_kuberay as base
 from ads_ranking_pipelines_tests.kuberay.cases import KUEUE_CATALOG
-from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 - fixture
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (
     FakeKubeApiServer,
     Scenario,
-    fake_apiserver,
     write_kubeconfig,
 )
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.kueue_controller import KueueQueue

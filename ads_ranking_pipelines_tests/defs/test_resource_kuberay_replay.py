@@ -16,11 +16,7 @@ from ads_ranking_pipelines.contracts.pipes_stamp import STAMP_FIELD
 from ads_ranking_pipelines.defs.range_jobs import DayResults, run_days
 from ads_ranking_pipelines.defs.ray_resources import RayClusterResource
 from ads_ranking_pipelines_tests.defs import test_resource_kuberay as base
-from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 - fixture
-    FakeKubeApiServer,
-    Scenario,
-    fake_apiserver,
-)
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver import FakeKubeApiServer, Scenario
 
 DAYS = [dt.date(2026, 3, 10), dt.date(2026, 3, 11)]
 WRITER = "4f1c0de5a7b94e2d8c3b6a1f0e9d8c7b"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 import helm_python

@@ -16,7 +16,7 @@ from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
 from ads_ranking_pipelines.events.layout import MissingPartitionsError
 from ads_ranking_pipelines.training.features import FeatureSpec, transform
-from ads_ranking_pipelines.training.window import hold_out, id_counts, load_window, rank_parts, read_arrays, shuffled
+from ads_ranking_pipelines.training.window import hold_out, id_counts, rank_parts, read_arrays, shuffled
 
 from ._toy import write_days
 

@@ -22,11 +22,7 @@ from ads_ranking_pipelines.xray.app import create_app
 from ads_ranking_pipelines.xray.security import CSRF_COOKIE
 from ads_ranking_pipelines.xray.settings import KubeSettings, XraySettings
 from ads_ranking_pipelines_tests.cli.helpers import RAY_IMAGE
-from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 - fixture
-    FakeKubeApiServer,
-    fake_apiserver,
-    write_kubeconfig,
-)
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver import FakeKubeApiServer, write_kubeconfig
 from ads_ranking_pipelines_tests.xray.helpers import wait_until
 
 with warnings.catch_warnings():
@@ -99,7 +95,7 @@ def test_notebook_start_list_stop_and_gone_with_the_cluster(
     assert 'id="notebook-stop"' in page
     again = client.post(f"/api/clusters/nb1/notebook?backend=kuberay&namespace={NS}")
     assert again.status_code == 409 and "already runs" in again.json()["error"]
-    for text in (listing.text, table, page, client.get(f"/api/clusters/nb1?backend=kuberay").text,
+    for text in (listing.text, table, page, client.get("/api/clusters/nb1?backend=kuberay").text,
                  caplog.text, again.text):
         assert token not in text
 
