@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from ads_ranking_pipelines_tests.kuberay.fake_apiserver.submitter import opening_lines
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver.submitter_output import opening_lines
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.submitter_output import final_status_lines
 
 
@@ -81,7 +81,7 @@ class LocalRayRuntime:
     def submit(self, job_key: tuple, cluster_key: tuple, spec: dict[str, Any],
                emit: Callable[[str], None], *, address: str, waits: int = 0) -> RunningJob:
         """Submit the RayJob's entrypoint to its cluster and follow its log into ``emit``,
-        with what the submitter prints around it (:func:`.submitter.opening_lines`, then
+        with what the submitter prints around it (:func:`.submitter_output.opening_lines`, then
         ``_log_job_status``'s lines); ``address`` is the one the pod's commands name."""
         from ads_ranking_pipelines.backends.base import JobSpec
         from ads_ranking_pipelines.backends.ray_job_api import RayJobApi

@@ -45,15 +45,6 @@ def dashboard_address(obj: dict) -> str:
     return url if "://" in url else f"http://{url}"
 
 
-def opening_lines(address: str, job_id: str, submit: bool, waits: int) -> list[str]:
-    """What a pod prints before the driver log: the wait loop's echoes, ``ray job submit``'s
-    lines (only when ``ray job status`` did not find the job), ``ray job logs``' banner."""
-    lines = [submitter_output.dashboard_wait_line(address)] * waits
-    if submit:
-        lines += submitter_output.submit_lines(address, job_id)
-    return lines + submitter_output.logs_banner(address)
-
-
 class SubmitterJob:
     """The submitter Job of each RayJob; ``terminal`` is the controller's
     ``checkBackoffLimitAndUpdateStatusIfNeeded`` step after a terminal transition."""
@@ -100,7 +91,7 @@ class SubmitterJob:
             job_id = obj["status"].get("jobId", "")
             first = sim.get("submitted") != job_id
             sim.update(opened=True, submitted=job_id)
-            self._print(pod, opening_lines(dashboard_address(obj), job_id, first,
+            self._print(pod, submitter_output.opening_lines(dashboard_address(obj), job_id, first,
                                            scenario.dashboard_wait_lines))
             return True
         lines = scenario.log_lines

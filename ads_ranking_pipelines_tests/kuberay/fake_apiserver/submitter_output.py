@@ -90,3 +90,12 @@ def dashboard_wait_line(address: str) -> str:
     """The echo of ``BuildJobSubmitCommand``'s wait loop (``until ray job list --address ADDR
     >/dev/null 2>&1; do echo …; sleep 2; done``): a plain shell echo, no timestamp."""
     return f"Waiting for Ray Dashboard GCS to become healthy at {address} ..."
+
+
+def opening_lines(address: str, job_id: str, submit: bool, waits: int) -> list[str]:
+    """What a pod prints before the driver log: the wait loop's echoes, ``ray job submit``'s
+    lines (only when ``ray job status`` did not find the job), ``ray job logs``' banner."""
+    lines = [dashboard_wait_line(address)] * waits
+    if submit:
+        lines += submit_lines(address, job_id)
+    return lines + logs_banner(address)
