@@ -5,6 +5,8 @@ a 403 from the visibility API is "position unknown", not an error; an admitted c
 
 from __future__ import annotations
 
+import pytest
+
 from ads_ranking_pipelines.backends.base import JobState
 from ads_ranking_pipelines.backends.kuberay import calls
 from ads_ranking_pipelines.backends.kuberay.client import RAYCLUSTERS, RAYJOBS
@@ -91,10 +93,14 @@ def test_queued_rayjob_without_cluster_is_a_queued_row_and_job_status_says_queue
     assert_nothing_left(fake_apiserver)
 
 
-def test_visibility_api_forbidden_is_position_unknown_not_an_error(
-        fake_apiserver: FakeKubeApiServer) -> None:
+@pytest.mark.parametrize("status,why", [
+    (403, "no RBAC for Kueue's visibility API: HTTP 403"),
+    (404, "Kueue's visibility API is not served here: HTTP 404")])
+def test_visibility_api_forbidden_or_missing_is_position_unknown_not_an_error(
+        fake_apiserver: FakeKubeApiServer, status: int, why: str) -> None:
+    """No RBAC for the visibility API (403), or a Kueue that does not serve it (404)."""
     _queue(fake_apiserver)
-    fake_apiserver.inject("GET", "pendingworkloads", 403, times=None)
+    fake_apiserver.inject("GET", "pendingworkloads", status, times=None)
     b = backend(fake_apiserver)
     for name in ("c-first", "c-second"):
         b.create_cluster(request(name, "interactive"), wait=False)
@@ -102,7 +108,8 @@ def test_visibility_api_forbidden_is_position_unknown_not_an_error(
         getattr(_rows(b)["c-second"].queue, "words", "") or ""), 10)
     queue = _rows(b)["c-second"].queue
     assert queue.position.in_local_queue is None
-    assert queue.text.endswith("; position unknown (no RBAC for Kueue's visibility API: HTTP 403)")
+    assert queue.text.endswith(f"; position unknown ({why})")
+    assert INSUFFICIENT in queue.words  # Kueue's words are still there
     assert fake_apiserver.count("GET", "pendingworkloads") >= 1
     for name in ("c-first", "c-second"):
         b.delete_cluster(NS, name)
