@@ -72,7 +72,8 @@ NOTEBOOK_PERMISSIONS: tuple[ApiPermission, ...] = (
 # RayCluster's Workload for Kueue's words, and its position from Kueue's visibility API
 # (queue_position.py). Granted by the chart only with kueue.enabled; never a write verb.
 KUEUE_PERMISSIONS: tuple[ApiPermission, ...] = (
-    ApiPermission(KUEUE_GROUP, "workloads", "list", "find a queued RayJob's or RayCluster's Workload"),
+    ApiPermission(KUEUE_GROUP, "workloads", "list",
+                  "find a queued RayJob's or RayCluster's Workload"),
     ApiPermission(KUEUE_GROUP, "workloads", "get", "follow its admission (Kueue's words)"),
     ApiPermission(KUEUE_VISIBILITY_GROUP, "localqueues/pendingworkloads", "get",
                   "its position in the queue (Kueue's visibility API)"),
