@@ -3,7 +3,9 @@
 ``render`` prints the manifest the one template makes (no API calls). The other commands
 work on the local backend (a real Ray cluster on this machine, found again through its state
 file under ``$ADS_RANKING_HOME/clusters``) or on KubeRay (RayClusters carrying our
-``app.kubernetes.io/managed-by`` label, through a kubeconfig context or in-cluster).
+``app.kubernetes.io/managed-by`` label, through a kubeconfig context or in-cluster). On a
+Kueue pool ``list`` / ``describe`` show a queued RayCluster - and a queued RayJob of ours with
+no RayCluster yet - as ``queued``, with Kueue's words, position and time queued.
 """
 
 from __future__ import annotations
@@ -203,6 +205,12 @@ def _create_local(env: CliEnv, resolved: ResolvedRequest, timeout: float):
 
 
 # ---- list / describe / delete -----------------------------------------------------------------
+def _queue(info: Any) -> dict[str, Any] | None:
+    """Kueue's words, position and time queued of a queued KubeRay row (None otherwise)."""
+    queue = info.queue
+    return {**queue.to_json(), "summary": queue.summary()} if queue is not None else None
+
+
 def _print_infos(infos: list, output: render.TableOutput) -> None:
     if output is render.TableOutput.json:
         render.echo(render.dump([{
@@ -211,12 +219,17 @@ def _print_infos(infos: list, output: render.TableOutput) -> None:
             "workers_desired": i.workers_desired, "status": i.status,
             "created_at": i.created_at.isoformat() if i.created_at else None,
             "age": render.age(i.created_at), "dashboard": i.dashboard,
+            "kind": i.kind if i.backend == "kuberay" else None, "queue": _queue(i),
         } for i in infos], "json"))
         return
     render.stdout().print(render.table(
         None, ["NAME", "OWNER", "POOL", "GPU TYPE", "WORKERS", "STATUS", "AGE", "DASHBOARD"],
         [[i.name, i.owner, i.pool, i.gpu_type, i.workers, i.status, render.age(i.created_at),
           i.dashboard or "-"] for i in infos]))
+    for i in infos:  # Kueue's words are too long for a column
+        if (queue := _queue(i)) is not None:
+            what = "RayJob (no RayCluster yet)" if i.kind == "RayJob" else "RayCluster"
+            render.echo(f"{i.name}: queued {what}: {queue['summary']}")
 
 
 @app.command("list")
@@ -261,15 +274,14 @@ def describe(
         kube = KubeOptions(context, in_cluster, namespace)
         kr = kuberay_backend(env, kube)
         with errors_to_exit_codes():
-            obj, pods = kr.get_cluster(kube_namespace(kube, env), name)
-        from ads_ranking_pipelines.backends.kuberay import cluster_info
-
-        info = cluster_info(obj)
+            info, pods = kr.describe_cluster(kube_namespace(kube, env), name)
+        obj = info.detail
         data = {
-            "name": info.name, "backend": "kuberay", "namespace": info.namespace,
-            "status": info.status, "owner": info.owner, "pool": info.pool,
-            "gpu_type": info.gpu_type, "workers": info.workers,
+            "name": info.name, "kind": info.kind, "backend": "kuberay",
+            "namespace": info.namespace, "status": info.status, "owner": info.owner,
+            "pool": info.pool, "gpu_type": info.gpu_type, "workers": info.workers,
             "age": render.age(info.created_at), "dashboard": info.dashboard,
+            "queue": _queue(info),
             "labels": obj["metadata"].get("labels", {}),
             "status_detail": obj.get("status", {}),
             "pods": [{"name": p["metadata"]["name"],

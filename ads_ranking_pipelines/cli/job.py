@@ -190,7 +190,8 @@ def status(
     in_cluster: bool = IN_CLUSTER,
     output: render.TableOutput = typer.Option(render.TableOutput.table, "--output", "-o"),
 ) -> None:
-    """The job's state (PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED) and message."""
+    """The job's state (QUEUED, PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED) and message;
+    QUEUED (Kueue has not admitted it) with Kueue's words, position and time queued."""
     env = cli_env(ctx)
     st = _status(env, backend_choice(env, backend), job_id, cluster,
                  KubeOptions(context, in_cluster, namespace))

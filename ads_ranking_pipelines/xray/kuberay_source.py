@@ -1,5 +1,6 @@
 """Managed RayClusters on KubeRay, over the KubeRay backend's public methods (the ones
-``ads-ranking cluster`` uses): list per namespace, get with pods, create (optionally with
+``ads-ranking cluster`` uses): list per namespace (on a Kueue pool also our queued RayJobs
+with no RayCluster yet, ``queued`` with Kueue's words), get with pods, create (optionally with
 notebook support), delete, RayJobs on a cluster and their submitter logs, and notebooks
 (start / list / stop: ``backends/kuberay/notebooks.py``).
 
@@ -129,26 +130,31 @@ class KubeRaySource:
 
     @staticmethod
     def row(info: ClusterInfo) -> ClusterRow:
+        """A RayCluster's row - or a queued RayJob's with no RayCluster yet; while Kueue holds
+        it, its detail is Kueue's words, position and time queued."""
         obj = info.detail
         labels = (obj.get("metadata") or {}).get("labels") or {}
+        spec = obj.get("spec") or {}
+        spec = spec.get("rayClusterSpec") or {} if info.kind == "RayJob" else spec
+        queue = info.queue
+        detail = queue.summary() if queue else _conditions(obj.get("status") or {})
         return ClusterRow(
             name=info.name, backend="kuberay", namespace=info.namespace, owner=info.owner,
             team=labels.get(LABEL_TEAM, "?"), pool=info.pool, gpu_type=info.gpu_type,
             workers_ready=info.workers_ready, workers_desired=info.workers_desired,
-            gpus_per_worker=_gpus_per_worker(obj.get("spec") or {}), status=info.status,
-            created_at=info.created_at, status_detail=_conditions(obj.get("status") or {}),
+            gpus_per_worker=_gpus_per_worker(spec), status=info.status,
+            created_at=info.created_at, status_detail=detail,
             dashboard=info.dashboard, dagster_run_id=labels.get(LABEL_DAGSTER_RUN_ID),
-            extra={"notebook_support": has_notebook_support(obj)},
+            extra={"notebook_support": info.kind == "RayCluster" and has_notebook_support(obj),
+                   "kind": info.kind, "queue": queue.to_json() if queue else None},
         )
 
     def describe(self, namespace: str, name: str) -> tuple[ClusterRow, list[dict[str, Any]]]:
-        from ads_ranking_pipelines.backends.kuberay import cluster_info
-
-        obj, pods = self.client().get_cluster(namespace, name)
+        info, pods = self.client().describe_cluster(namespace, name)
         pod_rows = [{"name": p["metadata"]["name"],
                      "node_type": (p["metadata"].get("labels") or {}).get("ray.io/node-type"),
                      "phase": (p.get("status") or {}).get("phase")} for p in pods]
-        return self.row(cluster_info(obj)), pod_rows
+        return self.row(info), pod_rows
 
     # ---- jobs ------------------------------------------------------------------------------
     def jobs(self, namespace: str, name: str) -> list[JobRow]:

@@ -165,7 +165,8 @@ def test_code_server_mounts_no_token_xray_does() -> None:
 
 
 def test_kueue_on_adds_only_workload_reads_to_the_role() -> None:
-    """kueue.enabled: the Role gains get/list on workloads.kueue.x-k8s.io (KUEUE_PERMISSIONS,
+    """kueue.enabled: the Role gains get/list on workloads.kueue.x-k8s.io and get on the
+    visibility API's localqueues/pendingworkloads (a queued job's position) (KUEUE_PERMISSIONS,
     via the generated files/kueue-rbac.yaml) and nothing else; off, no Kueue rule at all; no
     LocalQueue/ClusterQueue is rendered."""
     assert KUEUE_RULES_FILE.read_text(encoding="utf-8") == rules_file_text(KUEUE_PERMISSIONS)
@@ -173,7 +174,9 @@ def test_kueue_on_adds_only_workload_reads_to_the_role() -> None:
     role = one(objects, "Role", KUBERAY_ROLE)
     assert role["rules"] == rbac_rules() + rbac_rules(KUEUE_PERMISSIONS)
     added = _grants(role["rules"]) - {p.key for p in permissions.PERMISSIONS}
-    assert added == {("kueue.x-k8s.io", "workloads", "get"), ("kueue.x-k8s.io", "workloads", "list")}
+    assert added == {("kueue.x-k8s.io", "workloads", "get"), ("kueue.x-k8s.io", "workloads", "list"),
+                     ("visibility.kueue.x-k8s.io", "localqueues/pendingworkloads", "get")}
     assert not any(o.get("kind") in ("LocalQueue", "ClusterQueue") for o in objects)
     off = one(render(value_set("default")), "Role", KUBERAY_ROLE)
-    assert not any("kueue.x-k8s.io" in rule["apiGroups"] for rule in off["rules"])
+    assert not any(group.endswith("kueue.x-k8s.io") for rule in off["rules"]
+                   for group in rule["apiGroups"])

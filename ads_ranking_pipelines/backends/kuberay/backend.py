@@ -130,6 +130,10 @@ class KubeRayBackend(RayBackend):
     def get_cluster(self, namespace: str, name: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         return self.clusters.get_cluster(namespace, name)
 
+    def describe_cluster(self, namespace: str, name: str
+                         ) -> tuple[ClusterInfo, list[dict[str, Any]]]:
+        return self.clusters.describe_cluster(namespace, name)
+
     def delete_cluster(self, namespace: str, name: str, *, wait: bool = True) -> bool:
         return self.clusters.delete_cluster(namespace, name, wait=wait)
 

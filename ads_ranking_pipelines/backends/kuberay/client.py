@@ -48,6 +48,7 @@ RAYCLUSTERS = "rayclusters"
 PLURALS = (RAYJOBS, RAYCLUSTERS)
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta1"
+KUEUE_VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
 CREATION_TOKEN_ANNOTATION = "ads-ranking.io/creation-token"
 
 __all__ = [
@@ -288,6 +289,21 @@ class KubeRayClient:
                               KUEUE_GROUP, KUEUE_VERSION, namespace, "workloads", name,
                               _request_timeout=self.request_timeout_s),
                           require(KUEUE_GROUP, "workloads", "get"))
+
+    def pending_workloads(self, namespace: str, local_queue: str) -> list[dict[str, Any]]:
+        """Kueue's visibility API: the LocalQueue's pending Workloads with their positions
+        (``PendingWorkloadsSummary``; a subresource, so a plain ``call_api``)."""
+        path = (f"/apis/{KUEUE_VISIBILITY_GROUP}/{KUEUE_VERSION}/namespaces/{{namespace}}/"
+                "localqueues/{name}/pendingworkloads")
+        result = self._call(f"get localqueues/{local_queue}/pendingworkloads in {namespace}",
+                            lambda: self.api_client.call_api(
+                                path, "GET", {"namespace": namespace, "name": local_queue},
+                                [], {"Accept": "application/json"},
+                                response_types_map={200: "object"},
+                                auth_settings=["BearerToken"], _return_http_data_only=True,
+                                _request_timeout=self.request_timeout_s),
+                            require(KUEUE_VISIBILITY_GROUP, "localqueues/pendingworkloads", "get"))
+        return list((result or {}).get("items") or [])
 
     # ---- pods ------------------------------------------------------------------------------
     def list_pods(self, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:

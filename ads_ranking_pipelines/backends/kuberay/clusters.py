@@ -4,6 +4,9 @@ and RayJobs submitted to such a cluster through ``clusterSelector``.
 Only objects carrying our ``app.kubernetes.io/managed-by`` label are listed, deleted or
 submitted to. A cluster that cannot come up fails once its grace is over, with KubeRay's or
 the scheduler's words (:class:`~.health.StartupWatch`), not after the readiness timeout.
+On a Kueue pool a RayCluster is created suspended and listed ``queued`` (Kueue's words,
+position, time queued) until Kueue admits it; so is a queued RayJob of ours with no RayCluster
+yet (a queued Dagster run).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ads_ranking_pipelines.backends.base import BackendError, JobSpec
-from ads_ranking_pipelines.backends.kuberay import calls
+from ads_ranking_pipelines.backends.kuberay import calls, queueing
 from ads_ranking_pipelines.backends.kuberay.jobs import rayjob_for_cluster
 from ads_ranking_pipelines.backends.kuberay.status import (
     CLUSTER_NAME_LABEL,
@@ -22,6 +25,7 @@ from ads_ranking_pipelines.backends.kuberay.status import (
     ClusterInfo,
     cluster_info,
     owned,
+    queued_without_cluster,
 )
 from ads_ranking_pipelines.backends.kuberay.context import KubeRayContext
 from ads_ranking_pipelines.backends.kuberay.rayjobs import RayJobs
@@ -98,10 +102,24 @@ class RayClusters:
 
         return self.ctx.poll_status(RAYCLUSTERS, namespace, name, timeout_s, ready, late)
 
+    def _info(self, obj: dict[str, Any]) -> ClusterInfo:
+        """The row of a RayCluster or queued RayJob; Kueue's words while Kueue holds it."""
+        queue = queueing.queue_info(self.ctx.client, obj) if queueing.is_queued(obj) else None
+        return cluster_info(obj, queue)
+
+    def _kueue_pools(self) -> bool:
+        return any(pool.kueue is not None for pool in self.ctx.catalog)
+
     def list_clusters(self, namespace: str | None) -> list[ClusterInfo]:
-        """Our RayClusters in ``namespace`` (None: every namespace, cluster-wide ``list``)."""
-        objs = self.ctx.client.list(RAYCLUSTERS, namespace, f"{LABEL_MANAGED_BY}={MANAGED_BY}")
-        return sorted((cluster_info(o) for o in objs), key=lambda c: (c.namespace or "", c.name))
+        """Our RayClusters in ``namespace`` (None: every namespace, cluster-wide ``list``)
+        and, with Kueue pools in the catalog, our queued RayJobs that have no RayCluster yet
+        (a queued Dagster run): Kueue's words, position and time queued."""
+        selector = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
+        objs = self.ctx.client.list(RAYCLUSTERS, namespace, selector)
+        if self._kueue_pools():
+            objs += [j for j in self.ctx.client.list(RAYJOBS, namespace, selector)
+                     if queued_without_cluster(j)]
+        return sorted((self._info(o) for o in objs), key=lambda c: (c.namespace or "", c.name))
 
     def get_cluster(self, namespace: str, name: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The RayCluster and its pods."""
@@ -111,6 +129,30 @@ class RayClusters:
             raise BackendError(f"RayCluster {namespace}/{name} not found") from None
         pods = self.ctx.client.list_pods(namespace, f"{RAY_CLUSTER_LABEL}={name}")
         return obj, pods
+
+    def describe_cluster(self, namespace: str, name: str
+                         ) -> tuple[ClusterInfo, list[dict[str, Any]]]:
+        """The row and pods of RayCluster ``name`` - or of our queued RayJob ``name`` that has
+        no RayCluster yet (no pods) - with Kueue's words while Kueue holds it."""
+        try:
+            obj = self.ctx.client.get(RAYCLUSTERS, namespace, name)
+        except NotFound:
+            job = self._queued_job(namespace, name)
+            if job is None:
+                raise BackendError(f"RayCluster {namespace}/{name} not found (nor a queued "
+                                   "RayJob of that name)") from None
+            return self._info(job), []
+        pods = self.ctx.client.list_pods(namespace, f"{RAY_CLUSTER_LABEL}={name}")
+        return self._info(obj), pods
+
+    def _queued_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        if not self._kueue_pools():
+            return None
+        try:
+            job = self.ctx.client.get(RAYJOBS, namespace, name)
+        except NotFound:
+            return None
+        return job if owned(job) and queued_without_cluster(job) else None
 
     def delete_cluster(self, namespace: str, name: str, *, wait: bool = True) -> bool:
         """Delete a RayCluster we manage (never one of another owner, nor a RayJob's cluster,

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 RAY_GROUP = "ray.io"
 CORE_GROUP = ""
 KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
 
 
 @dataclass(frozen=True, order=True)
@@ -67,11 +68,15 @@ NOTEBOOK_PERMISSIONS: tuple[ApiPermission, ...] = (
     ApiPermission(CORE_GROUP, "secrets", "delete", "notebook stop"),
 )
 
-# Pools shared through Kueue (backends/kuberay/queueing.py): read a queued RayJob's Workload for
-# Kueue's words. Granted by the chart only with kueue.enabled; never a write verb.
+# Pools shared through Kueue (backends/kuberay/queueing.py): read a queued RayJob's or
+# RayCluster's Workload for Kueue's words, and its position from Kueue's visibility API
+# (queue_position.py). Granted by the chart only with kueue.enabled; never a write verb.
 KUEUE_PERMISSIONS: tuple[ApiPermission, ...] = (
-    ApiPermission(KUEUE_GROUP, "workloads", "list", "find a queued RayJob's Workload"),
+    ApiPermission(KUEUE_GROUP, "workloads", "list",
+                  "find a queued RayJob's or RayCluster's Workload"),
     ApiPermission(KUEUE_GROUP, "workloads", "get", "follow its admission (Kueue's words)"),
+    ApiPermission(KUEUE_VISIBILITY_GROUP, "localqueues/pendingworkloads", "get",
+                  "its position in the queue (Kueue's visibility API)"),
 )
 
 _BY_KEY = {p.key: p for p in PERMISSIONS + NOTEBOOK_PERMISSIONS + KUEUE_PERMISSIONS}

@@ -12,6 +12,7 @@ from typing import Any
 
 from ads_ranking_pipelines.backends.base import JobState, JobStatus
 from ads_ranking_pipelines.backends.kuberay.health import replica_failure
+from ads_ranking_pipelines.backends.kuberay.queueing import QueueInfo, is_queued
 from ads_ranking_pipelines.kuberay import rules
 from ads_ranking_pipelines.kuberay.labels import (
     LABEL_GPU_TYPE,
@@ -116,6 +117,14 @@ def stopped_job_cluster(rayjob: Mapping[str, Any]) -> str | None:
     return status.get("rayClusterName") or None
 
 
+def queued_without_cluster(rayjob: Mapping[str, Any]) -> bool:
+    """A RayJob Kueue holds that has no RayCluster (yet, or any more: preempted), and would
+    have its own (not a ``clusterSelector`` job)."""
+    spec, status = rayjob.get("spec") or {}, rayjob.get("status") or {}
+    return is_queued(rayjob) and not spec.get("clusterSelector") \
+        and not status.get("rayClusterName")
+
+
 def owned(obj: Mapping[str, Any]) -> bool:
     """Whether ``obj`` carries our ``app.kubernetes.io/managed-by`` label."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
@@ -146,6 +155,8 @@ class ClusterInfo:
     dashboard: str | None = None
     namespace: str | None = None
     detail: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    kind: str = "RayCluster"  # or a queued "RayJob" that has no RayCluster yet
+    queue: QueueInfo | None = field(default=None, compare=False)  # while Kueue holds it
 
     @property
     def workers(self) -> str:
@@ -154,17 +165,23 @@ class ClusterInfo:
         return f"{ready}/{self.workers_desired}"
 
 
-def cluster_info(obj: Mapping[str, Any]) -> ClusterInfo:
-    """The ``cluster list`` row of a RayCluster object."""
+def cluster_info(obj: Mapping[str, Any], queue: QueueInfo | None = None) -> ClusterInfo:
+    """The ``cluster list`` row of a RayCluster object - or of a queued RayJob that has no
+    RayCluster yet (its ``rayClusterSpec``); with ``queue`` (Kueue holds it) its status is
+    ``queued``."""
     meta = obj.get("metadata") or {}
     labels = meta.get("labels") or {}
-    status = obj.get("status") or {}
+    kind = obj.get("kind") or "RayCluster"
+    status = {} if kind == "RayJob" else obj.get("status") or {}
     spec = obj.get("spec") or {}
+    spec = spec.get("rayClusterSpec") or {} if kind == "RayJob" else spec
     desired = status.get("desiredWorkerReplicas")
     if desired is None:
         desired = sum(int(g.get("replicas") or 0) for g in spec.get("workerGroupSpecs") or [])
     ready = status.get("readyWorkerReplicas", status.get("availableWorkerReplicas"))
     state = status.get("state") or ("suspended" if spec.get("suspend") else "provisioning")
+    if queue is not None:
+        state = "queued"
     if meta.get("deletionTimestamp"):
         state = "deleting"
     head = status.get("head") or {}
@@ -178,5 +195,5 @@ def cluster_info(obj: Mapping[str, Any]) -> ClusterInfo:
         pool=labels.get(LABEL_POOL, "?"), gpu_type=labels.get(LABEL_GPU_TYPE, "?"),
         workers_ready=ready, workers_desired=int(desired), status=state,
         created_at=_parse_time(meta.get("creationTimestamp")), dashboard=dashboard,
-        namespace=meta.get("namespace"), detail=dict(obj),
+        namespace=meta.get("namespace"), detail=dict(obj), kind=kind, queue=queue,
     )

@@ -18,6 +18,9 @@ Modules, one job each:
 * :mod:`.submitter` - the RayJob's submitter Job: its pods and what they print
   (:mod:`.submitter_output`: the text, as KubeRay's submitter command and Ray's CLI print it)
 * :mod:`.operator_common` - what they share: :class:`Scenario`, their settings, pods
+* :mod:`.kueue_controller`, :mod:`.kueue_routes`, :mod:`.kueue_visibility` - a toy Kueue:
+  Workloads for queued RayJobs and RayClusters, quota, admission, preemption; its REST paths
+  and its visibility API (pending Workloads and their positions)
 * :mod:`.faults` - fault injection
 * :mod:`.fixtures` - the ``fake_apiserver`` fixture, a client and a kubeconfig for it
 """

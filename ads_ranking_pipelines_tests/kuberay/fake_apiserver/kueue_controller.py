@@ -1,7 +1,8 @@
 """A toy Kueue (kubernetes-sigs/kueue v0.x) behind the fake API server: LocalQueues pointing at
-ClusterQueues with a quota, a ``Workload`` per suspended, queue-labelled RayJob, admission in
-priority order, unsuspend, Workload conditions, quota released when the job ends or goes, and
-preemption of lower-priority admitted work.
+ClusterQueues with a quota, a ``Workload`` per suspended, queue-labelled RayJob or standalone
+RayCluster, admission in priority order, unsuspend, Workload conditions, quota released when
+the job ends or goes, and preemption of lower-priority admitted work. The pending Workloads
+and their positions are served by :mod:`.kueue_visibility` (Kueue's visibility API).
 
 Configure it on the server: ``fake.kueue_queues = {"<local queue>": KueueQueue(quota={...})}``
 (one ClusterQueue per LocalQueue, one resource flavor ``default-flavor``) and
@@ -24,6 +25,7 @@ QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 WORKLOADS = "workloads"
+JOB_KINDS = {"rayjobs": "RayJob", "rayclusters": "RayCluster"}
 API_VERSION = "kueue.x-k8s.io/v1beta1"
 FLAVOR = "default-flavor"
 GPU = "nvidia.com/gpu"
@@ -61,10 +63,13 @@ def _pod_requests(template: dict[str, Any]) -> dict[str, float]:
     return total
 
 
-def pod_sets(rayjob: dict[str, Any]) -> list[dict[str, Any]]:
-    """``pkg/controller/jobs/rayjob/rayjob_controller.go`` ``PodSets``: the head, then one
-    pod set per worker group (``replicas * numOfHosts`` pods)."""
-    spec = (rayjob.get("spec") or {}).get("rayClusterSpec") or {}
+def pod_sets(job: dict[str, Any]) -> list[dict[str, Any]]:
+    """``pkg/controller/jobs/rayjob/rayjob_controller.go`` ``PodSets`` (a RayJob's
+    ``spec.rayClusterSpec``) and ``pkg/controller/jobs/raycluster/raycluster_controller.go``
+    ``PodSets`` (a RayCluster's ``spec``): the head, then one pod set per worker group
+    (``replicas * numOfHosts`` pods)."""
+    spec = (job.get("spec") or {})
+    spec = spec.get("rayClusterSpec") or {} if job.get("kind") == "RayJob" else spec
     head = (spec.get("headGroupSpec") or {}).get("template") or {}
     sets = [{"name": "head", "count": 1, "requests": _pod_requests(head)}]
     for group in spec.get("workerGroupSpecs") or []:
@@ -82,6 +87,14 @@ def _total(sets: list[dict[str, Any]]) -> dict[str, float]:
     return total
 
 
+def _child_of_rayjob(obj: dict[str, Any]) -> bool:
+    """``pkg/controller/jobframework/reconciler.go`` (``IsOwnerManagedByKueue``): a RayCluster
+    that a queued RayJob owns is its job's, not a job of its own (KubeRay copies the RayJob's
+    labels, the queue name too, onto it); Kueue makes no Workload for it."""
+    return obj.get("kind") == "RayCluster" and any(
+        r.get("kind") == "RayJob" for r in obj["metadata"].get("ownerReferences") or [])
+
+
 def _condition(wl: dict[str, Any], ctype: str) -> dict[str, Any] | None:
     return next((c for c in (wl.get("status") or {}).get("conditions") or []
                  if c["type"] == ctype), None)
@@ -90,6 +103,19 @@ def _condition(wl: dict[str, Any], ctype: str) -> dict[str, Any] | None:
 def _is_true(wl: dict[str, Any], ctype: str) -> bool:
     cond = _condition(wl, ctype)
     return bool(cond and cond["status"] == "True")
+
+
+def pending_in_order(workloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Workloads waiting for quota, in the order the scheduler takes them
+    (``pkg/queue/cluster_queue.go``, BestEffortFIFO: priority, then creation time)."""
+    pending = [w for w in workloads if not _is_true(w, "QuotaReserved")
+               and not _is_true(w, "Finished")]
+    return sorted(pending, key=lambda w: (-w["spec"]["priority"], w["_created"]))
+
+
+def cluster_queue_of(queue: KueueQueue, local_queue: str) -> str:
+    """The ClusterQueue a LocalQueue points at (``spec.clusterQueue``)."""
+    return queue.cluster_queue or f"cq-{local_queue}"
 
 
 def set_condition(wl: dict[str, Any], ctype: str, status: str, reason: str, message: str) -> bool:
@@ -121,9 +147,10 @@ class KueueController:
         return getattr(self.host, "kueue_queues", {})
 
     def reconcile(self, now: float) -> None:
-        for key in [k for k in self.host.objects if k[0] == "rayjobs"]:
+        for key in [k for k in self.host.objects if k[0] in JOB_KINDS]:
             obj = self.host.objects[key]
-            if (obj["metadata"].get("labels") or {}).get(QUEUE_NAME_LABEL):
+            if (obj["metadata"].get("labels") or {}).get(QUEUE_NAME_LABEL) \
+                    and not _child_of_rayjob(obj):
                 self._reconcile_job(key, obj)
         self._schedule()
 
@@ -173,14 +200,16 @@ class KueueController:
 
     def _construct_workload(self, key: tuple, job: dict[str, Any]) -> dict[str, Any]:
         """``constructWorkload`` / ``GetWorkloadNameForOwnerWithGVK``: ``rayjob-<name>-<hash>``
-        owned by the job, labelled with its uid, priority from its WorkloadPriorityClass."""
+        (``raycluster-<name>-<hash>``) owned by the job, labelled with its uid, priority from
+        its WorkloadPriorityClass."""
         meta, labels = job["metadata"], job["metadata"].get("labels") or {}
-        digest = hashlib.sha256(f"{meta['name']}/RayJob/{meta['uid']}".encode()).hexdigest()[:5]
-        name = f"rayjob-{meta['name']}-{digest}"
+        kind = JOB_KINDS[key[0]]
+        digest = hashlib.sha256(f"{meta['name']}/{kind}/{meta['uid']}".encode()).hexdigest()[:5]
+        name = f"{kind.lower()}-{meta['name']}-{digest}"
         priority_class = labels.get(PRIORITY_CLASS_LABEL) or ""
         priorities = getattr(self.host, "kueue_priorities", {})
         wmeta = {"name": name, "namespace": key[1], "labels": {JOB_UID_LABEL: meta["uid"]},
-                 "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayJob",
+                 "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": kind,
                                       "name": meta["name"], "uid": meta["uid"],
                                       "controller": True, "blockOwnerDeletion": True}]}
         self.host._stamp_new(wmeta)
@@ -206,10 +235,7 @@ class KueueController:
         or, when ``LowerPriority`` preemption can make room, evicts the lower-priority
         admitted Workloads (``preemption.Preemptor``)."""
         workloads = [w for (p, _, _), w in self.host.objects.items() if p == WORKLOADS]
-        pending = [w for w in workloads if not _is_true(w, "QuotaReserved")
-                   and not _is_true(w, "Finished")]
-        pending.sort(key=lambda w: (-w["spec"]["priority"], w["_created"]))
-        for wl in pending:
+        for wl in pending_in_order(workloads):
             queue = self.queues.get(wl["spec"]["queueName"])
             if queue is None:
                 if set_condition(wl, "QuotaReserved", "False", "Inadmissible",
@@ -254,10 +280,10 @@ class KueueController:
         return None
 
     def _admit(self, wl: dict[str, Any], queue: KueueQueue) -> None:
-        """Admission, then ``rayjob_controller.go`` ``RunWithPodSetsInfo``: the job is
-        unsuspended."""
+        """Admission, then ``RunWithPodSetsInfo`` (``jobs/rayjob/rayjob_controller.go``,
+        ``jobs/raycluster/raycluster_controller.go``): the job is unsuspended."""
         wl["status"]["admission"] = {
-            "clusterQueue": queue.cluster_queue or f"cq-{wl['spec']['queueName']}",
+            "clusterQueue": cluster_queue_of(queue, wl["spec"]["queueName"]),
             "podSetAssignments": [{"name": s["name"], "count": s["count"],
                                    "flavors": {r: FLAVOR for r in queue.quota}}
                                   for s in wl["spec"]["podSets"]]}
@@ -278,7 +304,8 @@ class KueueController:
 
     def _job_of(self, wl: dict[str, Any]) -> dict[str, Any] | None:
         owner = (wl["metadata"].get("ownerReferences") or [{}])[0]
-        return self.host.objects.get(("rayjobs", wl["metadata"]["namespace"], owner.get("name")))
+        plural = next((p for p, k in JOB_KINDS.items() if k == owner.get("kind")), "rayjobs")
+        return self.host.objects.get((plural, wl["metadata"]["namespace"], owner.get("name")))
 
     # ---- pkg/scheduler/preemption/preemption.go ---------------------------------------------
     def _preempt(self, queue: KueueQueue, wl: dict[str, Any],

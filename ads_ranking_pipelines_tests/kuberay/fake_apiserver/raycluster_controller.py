@@ -17,6 +17,11 @@ ready, as its :class:`Scenario` says.
   ``Nominated`` event "Pod should schedule on: nodeclaim/<name>" (karpenter v1
   ``pkg/controllers/provisioning/scheduling/events.go`` ``NominatePodEvent``). Once the new
   node is up the pods are scheduled and start.
+* ``spec.suspend`` (Kueue's, on a standalone RayCluster): ``reconcilePods`` deletes every pod
+  (``deleteAllPods``) and creates none; ``calculateStatus`` (``RayClusterStatusConditions``,
+  on by default) sets ``RayClusterSuspending``, then once no pod is left ``state: suspended``
+  and ``RayClusterSuspended`` (True), dropping ``RayClusterProvisioned``. Once unsuspended the
+  condition goes and the cluster is reconciled as a new one.
 """
 
 from __future__ import annotations
@@ -46,6 +51,13 @@ class RayClusterController:
         if meta.get("deletionTimestamp"):
             return
         sim = host.sim.setdefault(key, {"t0": now, "phase": "new"})
+        if (obj.get("spec") or {}).get("suspend"):
+            if sim["phase"] != "suspended" and self._suspend(key, obj):
+                sim["phase"] = "suspended"
+            return
+        if sim["phase"] == "suspended":  # unsuspended (Kueue admitted it): start afresh
+            self._resume(obj)
+            sim.update(phase="new", t0=now)
         owner_job = (meta.get("labels") or {}).get("ray.io/originated-from-cr-name")
         scenario = scenario_for(host, key[2], owner_job)
         if sim["phase"] == "new":
@@ -73,6 +85,45 @@ class RayClusterController:
             self._cluster_ready(key, obj)
             sim["phase"] = "ready"
             host._touch(obj)
+
+    def _suspend(self, key: tuple, obj: dict) -> bool:
+        """``deleteAllPods`` while ``RayClusterSuspending``; True once no pod is left and the
+        status says ``suspended``."""
+        status = obj.setdefault("status", {})
+        conditions = [c for c in status.get("conditions") or []
+                      if c.get("type") not in ("RayClusterProvisioned", "HeadPodReady")]
+        pods = [k for k, p in self.host.pods.items()
+                if (p.obj["metadata"].get("labels") or {}).get("ray.io/cluster") == key[2]
+                and k[0] == key[1]]
+        if pods:
+            for ns, name in pods:
+                self.host._remove(("pods", ns, name))
+            if not any(c.get("type") == "RayClusterSuspending" for c in conditions):
+                conditions.append({"type": "RayClusterSuspending", "status": "True",
+                                   "reason": "RayClusterSuspending",
+                                   "lastTransitionTime": now_rfc3339()})
+            status["conditions"] = conditions
+            self.host._touch(obj)
+            return False
+        status.update({"state": "suspended", "readyWorkerReplicas": 0,
+                       "availableWorkerReplicas": 0, "lastUpdateTime": now_rfc3339(),
+                       "stateTransitionTimes": {"suspended": now_rfc3339()},
+                       "conditions": [c for c in conditions
+                                      if c.get("type") != "RayClusterSuspending"] + [
+                           {"type": "RayClusterSuspended", "status": "True",
+                            "reason": "RayClusterSuspended",
+                            "lastTransitionTime": now_rfc3339()}]})
+        status.pop("head", None)
+        self.host._touch(obj)
+        return True
+
+    def _resume(self, obj: dict) -> None:
+        """``calculateStatus`` once ``spec.suspend`` is false: ``RayClusterSuspended`` goes."""
+        status = obj.setdefault("status", {})
+        status["conditions"] = [c for c in status.get("conditions") or []
+                                if c.get("type") != "RayClusterSuspended"]
+        status.pop("state", None)
+        self.host._touch(obj)
 
     def _recovered(self, key: tuple, obj: dict, scenario: Scenario, sim: dict,
                    now: float) -> bool:

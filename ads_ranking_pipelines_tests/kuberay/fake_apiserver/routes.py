@@ -93,6 +93,10 @@ class ApiRoutes(ObjectStore):
     def _route(self, method: str, path: str, query: dict[str, list[str]], body: Any
                ) -> tuple[int, Any, dict[str, str]]:
         selector = (query.get("labelSelector") or [""])[0]
+        if path.startswith("/apis/visibility.kueue.x-k8s.io/"):  # .kueue_visibility
+            answer = self._visibility_route(method, path)  # type: ignore[attr-defined]
+            if answer is not None:
+                return answer
         if path.startswith("/apis/kueue.x-k8s.io/"):  # .kueue_routes (Workloads)
             answer = self._kueue_route(method, path, selector)  # type: ignore[attr-defined]
             if answer is not None:

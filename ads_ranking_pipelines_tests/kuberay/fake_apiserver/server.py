@@ -18,13 +18,15 @@ from urllib.parse import parse_qs, urlsplit
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.faults import Fault, FaultInjection
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.kueue_controller import KueueQueue
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.kueue_routes import KueueRoutes
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver.kueue_visibility import KueueVisibilityRoutes
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.ray_runtime import LocalRayRuntime
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.routes import ApiRoutes, format_log_line
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.store import _Pod
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.toy_operator import Scenario, ToyOperator
 
 
-class FakeKubeApiServer(ToyOperator, ApiRoutes, KueueRoutes, FaultInjection):
+class FakeKubeApiServer(ToyOperator, ApiRoutes, KueueRoutes, KueueVisibilityRoutes,
+                        FaultInjection):
     """Start with ``with FakeKubeApiServer() as fake:``; ``fake.url`` is the API server URL."""
 
     def __init__(self, *, tick_s: float = 0.01, deletion_delay_s: float = 0.05,

@@ -12,7 +12,7 @@ per second.
 * :mod:`.rayjob_controller` - RayJob (rayjob_controller.go ``Reconcile``): the state machine
   from New to a terminal state, the submitter, deadlines, retries, deletion.
 * :mod:`.kueue_controller` - Kueue (kubernetes-sigs/kueue): Workloads, quota, admission,
-  preemption for RayJobs labelled ``kueue.x-k8s.io/queue-name``.
+  preemption for RayJobs and standalone RayClusters labelled ``kueue.x-k8s.io/queue-name``.
 * :mod:`.operator_common` - what both share: :class:`Scenario`, the settings they read, pods.
 """
 
