@@ -379,8 +379,7 @@ def ray_resource(settings: Settings, target: Mapping[str, str] | None = None) ->
     unknown = sorted(set(target) - set(type(resource).model_fields))
     if unknown:
         valid = "existing_cluster" + (", ray_address, keep_warm_s" if settings.backend == "local" else "")
-        raise SettingsError(f"invalid {unknown[0]}={target[unknown[0]]!r} on backend {settings.backend!r}; "
-                            f"valid: {valid}")
+        raise SettingsError(unknown[0], target[unknown[0]], f"{valid} (the fields of backend {settings.backend!r})")
     # a new instance: Dagster keeps a resource's config apart from its pydantic fields
     return type(resource)(**{**resource.model_dump(), **target})
 
