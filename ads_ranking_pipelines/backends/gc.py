@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RunStatus = Callable[[str], "str | None"]
+WARM_KIND = "warm local cluster"
 TERMINAL_DEPLOYMENT = ("Complete", "Failed", "ValidationFailed")
 
 
@@ -135,7 +136,7 @@ def local_garbage(states: list[Any], run_status: RunStatus, controller_alive: Ca
         if getattr(state, "keep_warm_s", 0):
             why = warm_reason(state, leases(state), holder_alive, now=now)
             if why:     # no run to report: the runs that used it are over
-                found.append(Garbage("local", "warm local cluster", state.name, None, why))
+                found.append(Garbage("local", WARM_KIND, state.name, None, why))
             continue
         if not getattr(state, "session", False):
             continue
@@ -182,11 +183,11 @@ def collect_local(state_dir: str | Path, run_status: RunStatus, *, grace_s: floa
                                 now=now, grace_s=grace_s, holder_alive=holder_alive,
                                 leases=lambda s: read_leases(state_dir, s.name))
         for item in garbage if not dry_run else ():
-            if item.kind == "warm local cluster":
+            if item.kind == WARM_KIND:
                 log.info("stopping local cluster %s: %s", item.name, item.reason)
                 clusters[item.name].stop(force=True)
     for item in garbage if not dry_run else ():
-        if item.kind != "warm local cluster":
+        if item.kind != WARM_KIND:
             log.info("stopping local cluster %s: %s", item.name, item.reason)
             clusters[item.name].stop()
     return garbage

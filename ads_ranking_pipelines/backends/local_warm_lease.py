@@ -91,6 +91,7 @@ class LeaseHolder:
         pid = os.getpid()
         self.lease = WarmLease(run_id, pid, process_start(pid), _now(), timeout_s)
         self._stop = threading.Event()
+        self._write_lock = threading.Lock()     # the renewing thread and the caller share a temp file
         self._thread: threading.Thread | None = None
 
     def take(self) -> "LeaseHolder":
@@ -105,8 +106,9 @@ class LeaseHolder:
         return self
 
     def renew(self) -> None:
-        self.lease = replace(self.lease, renewed_at=_now())
-        _write(self.path, self.lease)
+        with self._write_lock:
+            self.lease = replace(self.lease, renewed_at=_now())
+            _write(self.path, self.lease)
 
     def _loop(self) -> None:
         while not self._stop.wait(max(0.5, self.lease.timeout_s / 6)):
@@ -122,7 +124,8 @@ class LeaseHolder:
         with warm_lock(self.state_dir):
             if LocalRayCluster.state_file(self.state_dir, self.cluster).exists():
                 now = _now()
-                self.lease = replace(self.lease, renewed_at=now, released_at=now)
-                _write(self.path, self.lease)
+                with self._write_lock:
+                    self.lease = replace(self.lease, renewed_at=now, released_at=now)
+                    _write(self.path, self.lease)
             else:
                 shutil.rmtree(self.path.parent, ignore_errors=True)
