@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ads_ranking_pipelines.backends.kuberay import KubeRayBackend
     from ads_ranking_pipelines.backends.kuberay.client import RetryPolicy
     from ads_ranking_pipelines.backends.local import LocalRayBackend
+    from ads_ranking_pipelines.backends.local_warm import WarmLocalBackend
 
 
 def local_backend(settings: Settings, *, start_timeout_s: float = 180.0,
@@ -49,6 +50,18 @@ def kuberay_backend(settings: Settings, catalog: PoolCatalog, *, namespace: str 
         catalog, in_cluster=settings.kube_in_cluster if in_cluster is None else in_cluster,
         context=context or settings.kube_context, config_file=settings.kube_config_file,
         namespace=namespace or settings.namespace, retry=retry, **ctx)
+
+
+def warm_local_backend(settings: Settings, keep_warm_s: float, run_id: str, code_version: str, *,
+                       start_timeout_s: float = 180.0,
+                       on_orphan: list[str] | None = None) -> "WarmLocalBackend":
+    """A keep-warm run's backend: a matching warm cluster, else a new one kept ``keep_warm_s``
+    idle after the run (``backends/local_warm.py``)."""
+    from ads_ranking_pipelines.backends.local_warm import WarmLocalBackend
+
+    return WarmLocalBackend(settings.state_dir, keep_warm_s, run_id, code_version,
+                            lease_timeout_s=settings.controller_timeout_s, start_timeout_s=start_timeout_s,
+                            single_node=settings.local_single_node, on_orphan=on_orphan)
 
 
 def run_request(params: TrainingParams, run_id: str, **fields: Any) -> ClusterRequest:

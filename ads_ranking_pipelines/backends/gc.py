@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RunStatus = Callable[[str], "str | None"]
+WARM_KIND = "warm local cluster"
 TERMINAL_DEPLOYMENT = ("Complete", "Failed", "ValidationFailed")
 
 
@@ -99,12 +100,44 @@ def kuberay_garbage(rayjobs: list[Mapping[str, Any]], run_status: RunStatus, *,
     return found
 
 
+def warm_reason(state: Any, leases: list[Any], holder_alive: Callable[[Any], bool], *,
+                now: dt.datetime) -> str | None:
+    """Reap or keep a warm cluster (``state.keep_warm_s`` > 0): why to stop it, or None to keep it.
+
+    Kept while one lease is live: not released, its process running (``holder_alive``) and
+    renewed within its ``timeout_s``. Otherwise it is idle since the newest of its creation and
+    its leases' last stamps (released or last renewed, for a holder that died), and stopped once
+    that is ``keep_warm_s`` ago. Neither the run that made it nor its Dagster run status count."""
+    stamps = [state.created_at]
+    for lease in leases:
+        renewed = _age_s(lease.renewed_at, now)
+        live = not lease.released_at and holder_alive(lease) and renewed is not None \
+            and renewed < lease.timeout_s
+        if live:
+            return None
+        stamps.append(lease.released_at or lease.renewed_at)
+    ages = [age for age in (_age_s(s, now) for s in stamps) if age is not None]
+    idle = min(ages) if ages else None
+    if idle is None or idle < state.keep_warm_s:
+        return None
+    return (f"warm cluster idle for {idle:.0f}s (keep_warm_s {state.keep_warm_s:g}) "
+            f"and no live lease ({len(leases)} over)")
+
+
 def local_garbage(states: list[Any], run_status: RunStatus, controller_alive: Callable[[Any], bool],
-                  *, now: dt.datetime, grace_s: float) -> list[Garbage]:
+                  *, now: dt.datetime, grace_s: float,
+                  leases: Callable[[Any], list[Any]] = lambda state: [],
+                  holder_alive: Callable[[Any], bool] = lambda lease: False) -> list[Garbage]:
     """The local clusters to stop: a run's session cluster whose controlling process died, or
-    whose Dagster run finished or is unknown. ``cluster create`` clusters are kept."""
+    whose Dagster run finished or is unknown; a warm cluster by :func:`warm_reason` over its
+    ``leases(state)``. ``cluster create`` clusters are kept."""
     found = []
     for state in states:
+        if getattr(state, "keep_warm_s", 0):
+            why = warm_reason(state, leases(state), holder_alive, now=now)
+            if why:     # no run to report: the runs that used it are over
+                found.append(Garbage("local", WARM_KIND, state.name, None, why))
+            continue
         if not getattr(state, "session", False):
             continue
         reason = None
@@ -133,16 +166,28 @@ def collect_kuberay(backend: "KubeRayBackend", namespace: str, run_status: RunSt
 
 def collect_local(state_dir: str | Path, run_status: RunStatus, *, grace_s: float,
                   dry_run: bool = False, now: dt.datetime | None = None) -> list[Garbage]:
-    """Find (and unless ``dry_run`` stop) orphaned local session clusters."""
+    """Find (and unless ``dry_run`` stop) orphaned local session clusters and idle warm ones.
+    Warm clusters are judged and stopped under the warm lock, so no run takes a lease on one
+    being stopped (``local_warm_lease.py``)."""
     from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
+    from ads_ranking_pipelines.backends.local_warm_lease import holder_alive, read_leases, warm_lock
     from ads_ranking_pipelines.backends.processes import process_alive
 
-    now = now or dt.datetime.now(dt.timezone.utc)
-    clusters = {c.name: c for c in LocalRayCluster.list(state_dir)}
-    garbage = local_garbage([c.state for c in clusters.values()], run_status,
-                            lambda s: process_alive(s.controller_pid, s.controller_start),
-                            now=now, grace_s=grace_s)
+    if not str(state_dir) or not Path(state_dir).is_dir():
+        return []
+    with warm_lock(state_dir):
+        now = now or dt.datetime.now(dt.timezone.utc)
+        clusters = {c.name: c for c in LocalRayCluster.list(state_dir)}
+        garbage = local_garbage([c.state for c in clusters.values()], run_status,
+                                lambda s: process_alive(s.controller_pid, s.controller_start),
+                                now=now, grace_s=grace_s, holder_alive=holder_alive,
+                                leases=lambda s: read_leases(state_dir, s.name))
+        for item in garbage if not dry_run else ():
+            if item.kind == WARM_KIND:
+                log.info("stopping local cluster %s: %s", item.name, item.reason)
+                clusters[item.name].stop(force=True)
     for item in garbage if not dry_run else ():
-        log.info("stopping local cluster %s: %s", item.name, item.reason)
-        clusters[item.name].stop()
+        if item.kind != WARM_KIND:
+            log.info("stopping local cluster %s: %s", item.name, item.reason)
+            clusters[item.name].stop()
     return garbage

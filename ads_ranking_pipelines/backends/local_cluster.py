@@ -88,6 +88,11 @@ class ClusterState:
     # A session cluster's watchdog (local_watchdog.py) and what it runs when the controller dies.
     watchdog_pid: int = 0
     on_orphan: list[str] = field(default_factory=list)
+    # A warm cluster (``keep_warm_s`` > 0, ``local_warm.py``) outlives the run that made it: runs
+    # with the same ``warm_match`` reuse it under a lease each; the GC stops it once no live
+    # lease holds it and it has been idle for ``keep_warm_s``.
+    keep_warm_s: float = 0.0
+    warm_match: dict = field(default_factory=dict)
 
 
 class LocalRayCluster:
@@ -145,6 +150,11 @@ class LocalRayCluster:
     def state_file(state_dir: Path, name: str) -> Path:
         return state_dir / f"{name}.json"
 
+    @staticmethod
+    def lease_dir(state_dir: Path, name: str) -> Path:
+        """Where the runs using a warm cluster keep their leases (``local_warm_lease.py``)."""
+        return state_dir / f"{name}.leases"
+
     def _save(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         path = self.state_file(self.state_dir, self.name)
@@ -157,7 +167,8 @@ class LocalRayCluster:
     def start(cls, request: ClusterRequest, state_dir: str | Path, start_timeout_s: float = 120,
               *, run_id: str | None = None,
               session: bool = False, attempts: int = 2, single_node: bool = False,
-              on_orphan: list[str] | None = None) -> "LocalRayCluster":
+              on_orphan: list[str] | None = None, keep_warm_s: float = 0.0,
+              warm_match: dict | None = None) -> "LocalRayCluster":
         """Start the head, then the worker nodes (START_WAVE at a time), and wait until all have
         joined; with ``single_node`` one node holds every worker's CPUs (no worker nodes).
 
@@ -173,16 +184,18 @@ class LocalRayCluster:
         for attempt in range(1, attempts + 1):
             cluster = cls._new(request, state_dir, run_id=run_id, session=session, single_node=single_node,
                                on_orphan=on_orphan)
+            cluster.state.keep_warm_s, cluster.state.warm_match = keep_warm_s, dict(warm_match or {})
             try:
                 cluster._bring_up(request, start_timeout_s)
                 return cluster
             except NodeExited as exc:
-                cluster.stop(keep_logs=attempt == attempts)
+                # the leases stay: the run that took one for this cluster before its start holds it
+                cluster.stop(keep_logs=attempt == attempts, keep_leases=True)
                 if attempt == attempts:
                     raise BackendError(f"{exc} (tried {attempts} times)") from None
                 log.warning("%s; starting %s again from scratch", exc, request.name)
             except BaseException:
-                cluster.stop(keep_logs=True)
+                cluster.stop(keep_logs=True, keep_leases=True)
                 raise
         raise AssertionError("unreachable")
 
@@ -235,6 +248,13 @@ class LocalRayCluster:
             self.state.worker_pids.append(proc.pid)
             self._save()
         return proc.pid
+
+    def forget_watchdog(self) -> None:
+        """Record that the watchdog has exited (a warm cluster's outlives it): nothing is to
+        kill its PID, which another process may get, when the cluster stops later."""
+        with self._lock:
+            self.state.watchdog_pid = 0
+            self._save()
 
     def forget_worker(self, pid: int) -> None:
         """Drop a worker node whose process exited from the state file."""
@@ -308,13 +328,15 @@ class LocalRayCluster:
                 return
             time.sleep(0.2)
 
-    def stop(self, timeout_s: float = 20, keep_logs: bool = False, force: bool = False) -> None:
+    def stop(self, timeout_s: float = 20, keep_logs: bool = False, force: bool = False,
+             keep_leases: bool = False) -> None:
         """Stop this cluster's processes (by PID and process group), then remove its files.
 
         With ``keep_logs`` the node logs are kept under ``<state_dir>/<name>.logs/``. ``force``
         kills at once (SIGKILL, Ray's ``ray stop --force``) instead of SIGTERM and waiting up
         to ``timeout_s``: for a cluster whose work is over and whose files are removed next
-        (Ray's own graceful exit of `ray start --block` took 2.3-3.6 s here).
+        (Ray's own graceful exit of `ray start --block` took 2.3-3.6 s here). The runs' leases
+        on a warm cluster go with it unless ``keep_leases`` (a start made again from scratch).
         """
         self._stopping.set()
         if self._monitor is not None and self._monitor is not threading.current_thread():
@@ -350,6 +372,8 @@ class LocalRayCluster:
         shutil.rmtree(self.state.temp_dir, ignore_errors=True)
         with contextlib.suppress(FileNotFoundError):
             self.state_file(self.state_dir, self.name).unlink()
+        if not keep_leases:
+            shutil.rmtree(self.lease_dir(self.state_dir, self.name), ignore_errors=True)
 
     def _stop_watchdog(self) -> None:
         pid = self.state.watchdog_pid

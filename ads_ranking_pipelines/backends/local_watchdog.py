@@ -8,6 +8,11 @@ the cluster's processes, then runs the cluster's ``on_orphan`` command (the Dags
 the run failed with its reason and its unevaluated model versions unattended), and exits. It
 exits quietly when the state file goes: the cluster was torn down as usual.
 
+A warm cluster (``keep_warm_s``, ``local_warm.py``) outlives its controller by design, so its
+watchdog never stops it: when the controller is gone, it runs ``on_orphan`` only if the run
+that made the cluster still holds its lease there (it died instead of ending), and exits. The
+cluster stays for the runs that hold it, or for the GC once it has been idle for its TTL.
+
     python -m ads_ranking_pipelines.backends.local_watchdog STATE_FILE [INTERVAL_S]
 
 (started by ``watchdog_spawn.spawn``, so that the cluster module does not import this one).
@@ -23,6 +28,7 @@ import time
 from pathlib import Path
 
 from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
+from ads_ranking_pipelines.backends.local_warm_lease import read_leases
 from ads_ranking_pipelines.backends.processes import process_alive
 
 ORPHAN_REASON_ENV = "ADS_RANKING_ORPHAN_REASON"
@@ -44,14 +50,7 @@ def _orphaned(state_file: Path) -> dict | None:
     return state
 
 
-def handle_orphan(state_file: Path, state: dict) -> None:
-    """Stop the cluster, then run its ``on_orphan`` command with the reason in its environment."""
-    reason = f"the process that started it (pid {state.get('controller_pid')}) is gone"
-    _say(f"cluster {state.get('name')}: {reason}; stopping it")
-    cluster = LocalRayCluster.find(str(state.get("name")), state_file.parent)
-    if cluster is not None:
-        cluster.stop(force=True)
-    _say(f"cluster {state.get('name')} stopped")
+def _run_on_orphan(state: dict, reason: str) -> None:
     command = list(state.get("on_orphan") or [])
     if command:
         env = {**os.environ, ORPHAN_REASON_ENV: reason}
@@ -60,13 +59,40 @@ def handle_orphan(state_file: Path, state: dict) -> None:
         _say(f"on_orphan {command[2:4]} exited {done.returncode}")
 
 
+def handle_orphan(state_file: Path, state: dict) -> None:
+    """Stop the cluster, then run its ``on_orphan`` command with the reason in its environment."""
+    reason = f"the process that started it (pid {state.get('controller_pid')}) is gone"
+    _say(f"cluster {state.get('name')}: {reason}; stopping it")
+    cluster = LocalRayCluster.find(str(state.get("name")), state_file.parent)
+    if cluster is not None:
+        cluster.stop(force=True)
+    _say(f"cluster {state.get('name')} stopped")
+    _run_on_orphan(state, reason)
+
+
+def handle_warm(state_file: Path, state: dict) -> None:
+    """A warm cluster's controller is gone: leave the cluster; report its run if it died."""
+    name, run_id = str(state.get("name")), str(state.get("run_id") or "")
+    cluster = LocalRayCluster.find(name, state_file.parent)
+    if cluster is not None:
+        cluster.forget_watchdog()
+    held = [lease for lease in read_leases(state_file.parent, name)
+            if lease.run_id == run_id and not lease.released_at]
+    if not held:
+        _say(f"warm cluster {name}: the run that made it ended; kept for the next runs")
+        return
+    reason = f"the process that started it (pid {state.get('controller_pid')}) is gone"
+    _say(f"warm cluster {name}: {reason}; its lease is ignored, the cluster is kept")
+    _run_on_orphan(state, reason)
+
+
 def main(argv: list[str]) -> int:
     state_file = Path(argv[0])
     interval_s = float(argv[1]) if len(argv) > 1 else 1.0
     while state_file.exists():
         state = _orphaned(state_file)
         if state is not None:
-            handle_orphan(state_file, state)
+            (handle_warm if state.get("keep_warm_s") else handle_orphan)(state_file, state)
             return 0
         time.sleep(interval_s)
     return 0

@@ -95,6 +95,9 @@ _OPTS = dict(
                          "kuberay: a RayCluster of ours) instead of creating one; it is left running."),
     ray_address=typer.Option(None, "--ray-address", help="Local backend: run on the Ray cluster whose "
                              "dashboard is at this address (http://HOST:8265) instead of creating one."),
+    keep_warm=typer.Option(None, "--keep-warm", metavar="SECONDS", help="Local backend: reuse a matching warm "
+                           "cluster of an earlier --keep-warm run, else create one; it is kept running after the "
+                           "run and stopped by `cluster gc` once unused for SECONDS."),
 )
 
 
@@ -132,11 +135,18 @@ def _day(value: Optional[str], flag: str) -> dt.date:
     return day
 
 
-def _target(cluster: Optional[str], ray_address: Optional[str]) -> dict[str, str]:
-    """The ``ray_cluster`` resource fields that point the run at an existing cluster."""
+def _target(cluster: Optional[str], ray_address: Optional[str], keep_warm: Optional[float] = None) -> dict[str, Any]:
+    """The ``ray_cluster`` resource fields that point the run at an existing cluster, or keep its own warm."""
     if cluster and ray_address:
         fail(f"invalid --ray-address={ray_address!r} with --cluster={cluster!r}; valid: one of the two", EXIT_INVALID)
-    return {k: v for k, v in (("existing_cluster", cluster), ("ray_address", ray_address)) if v}
+    if keep_warm is not None and not keep_warm > 0:
+        fail(f"invalid --keep-warm={keep_warm:g}; valid: idle seconds > 0 before the warm cluster is reaped",
+             EXIT_INVALID)
+    if keep_warm is not None and (cluster or ray_address):
+        fail(f"invalid --keep-warm={keep_warm:g} with --cluster/--ray-address={cluster or ray_address!r}; valid: "
+             "one of the two (a borrowed cluster is not the run's to keep)", EXIT_INVALID)
+    fields: dict[str, Any] = {k: v for k, v in (("existing_cluster", cluster), ("ray_address", ray_address)) if v}
+    return {**fields, "keep_warm_s": keep_warm} if keep_warm is not None else fields
 
 
 def _inputs(source, window_days, workers, epochs, batch_size, gpu_pool, model_name, rows_per_day, param=None,
@@ -165,10 +175,11 @@ def run(
     verbose: bool = _OPTS["verbose"], param: Optional[list[str]] = _OPTS["param"],
     gate: Optional[list[str]] = _OPTS["gate"], no_wait: bool = _OPTS["no_wait"],
     cluster: Optional[str] = _OPTS["cluster"], ray_address: Optional[str] = _OPTS["ray_address"],
+    keep_warm: Optional[float] = _OPTS["keep_warm"],
 ) -> None:
     """Run daily_retraining for one day; the last line printed is one JSON object."""
     day = _day(date, "--date")
-    target = _target(cluster, ray_address)
+    target = _target(cluster, ray_address, keep_warm)
     params, src = _inputs(source, window_days, workers, epochs, batch_size, gpu_pool, model_name, rows_per_day, param,
                           target)
     _finish(run_pipeline(day, params, src, dict(os.environ), verbose=verbose, evaluation=_gates(gate),
@@ -188,12 +199,13 @@ def backfill(
     verbose: bool = _OPTS["verbose"], param: Optional[list[str]] = _OPTS["param"],
     gate: Optional[list[str]] = _OPTS["gate"], no_wait: bool = _OPTS["no_wait"],
     cluster: Optional[str] = _OPTS["cluster"], ray_address: Optional[str] = _OPTS["ray_address"],
+    keep_warm: Optional[float] = _OPTS["keep_warm"],
 ) -> None:
     """Run daily_retraining over a date range as ONE run on one cluster: one version per day, in date order."""
     d1, d2 = _day(first, "--from"), _day(last, "--to")
     if d2 < d1:
         fail(f"invalid --to={d2}: before --from={d1}", EXIT_INVALID)
-    target = _target(cluster, ray_address)
+    target = _target(cluster, ray_address, keep_warm)
     params, src = _inputs(source, window_days, workers, epochs, batch_size, gpu_pool, model_name, rows_per_day, param,
                           target)
     _finish(run_pipeline(d1, params, src, dict(os.environ), verbose=verbose, last=d2, warm_start=warm_start,

@@ -11,6 +11,7 @@ themselves are built by :mod:`ads_ranking_pipelines.backends.factory`, as in the
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Mapping
 from typing import Any, ClassVar, Optional
@@ -149,7 +150,7 @@ class RayClusterResource(dg.ConfigurableResource):
         self._log = log
         if log is not None and self.borrowed() is None:
             log.info(f"provisioning Ray cluster {req.name} on backend {self.backend_name!r}: "
-                     f"{req.workers} worker(s) in pool {req.gpu_pool!r}")
+                     f"{req.workers} worker(s) in pool {req.gpu_pool!r}{self.provision_note()}")
         elif log is not None:
             log.info(f"using the existing Ray cluster {self.borrowed()} on backend {self.backend_name!r} "
                      f"for {req.workers} worker(s) in pool {req.gpu_pool!r} (the run does not delete it)")
@@ -168,6 +169,10 @@ class RayClusterResource(dg.ConfigurableResource):
     def open_session(self, backend: RayBackend, resolved: ResolvedRequest) -> Any:
         """The backend's session context for the run (on the existing cluster, if any)."""
         return backend.session(self.backend_request(resolved))
+
+    def provision_note(self) -> str:
+        """What the provisioning log line adds (how the cluster outlives the run, if it does)."""
+        return ""
 
     def lease_env(self) -> dict[str, str]:
         """What a Ray job needs to watch the run's controller lease (nothing without a lease)."""
@@ -201,8 +206,28 @@ class LocalRayResource(RayClusterResource):
         None, description="Run on the Ray cluster whose dashboard is here (http://HOST:8265, e.g. "
         "one of `ray start --head`, without token auth) instead of creating one; capacity is "
         "checked, its pool is not known. For a cluster of ours use existing_cluster.")
+    keep_warm_s: Optional[float] = Field(
+        None, gt=0, description="Keep warm: reuse a running warm cluster made for the same request "
+        "(pool, workers, CPUs/GPUs/memory per worker, code version) by a run that kept it warm too, "
+        "else make one; when the run ends its cluster keeps running, and the GC stops it once no "
+        "run holds it and it has been idle this many seconds. None: the run's own cluster, deleted "
+        "when it ends.")
 
     backend_name: ClassVar[str] = "local"
+
+    def provision_note(self) -> str:
+        if not self.keep_warm_s:
+            return ""
+        return f" (or a matching warm one; kept warm {self.keep_warm_s:g}s idle after the last run)"
+
+    @contextlib.contextmanager
+    def open_session(self, backend: RayBackend, resolved: ResolvedRequest) -> Any:
+        with backend.session(self.backend_request(resolved)) as session:
+            reused = getattr(backend, "reused", None)
+            if reused and self._log is not None:
+                self._log.info(f"reusing the warm Ray cluster {reused} (a lease of this run holds it; "
+                               "the run does not delete it)")
+            yield session
 
     def borrowed(self) -> str | None:
         return self.existing_cluster or self.ray_address
@@ -218,6 +243,9 @@ class LocalRayResource(RayClusterResource):
         if self.existing_cluster and self.ray_address:
             return [RequestError("ray_address", self.ray_address, "unset when existing_cluster is set",
                                  f"existing_cluster={self.existing_cluster!r} names the cluster already")]
+        if self.keep_warm_s:
+            return [RequestError("keep_warm_s", self.keep_warm_s, "unset on a run on an existing cluster",
+                                 f"the run does not own {self.borrowed()!r}, so it cannot keep it warm")]
         return target_problems(self.target(), request)
 
     def make_backend(self, run_id: str | None = None,
@@ -226,11 +254,20 @@ class LocalRayResource(RayClusterResource):
             from ads_ranking_pipelines.backends.local_borrowed import BorrowedLocalBackend
 
             return BorrowedLocalBackend(self.target())
+        if self.keep_warm_s:
+            import uuid
+
+            from ads_ranking_pipelines.version import code_version
+
+            return factory.warm_local_backend(self.settings(), self.keep_warm_s, run_id or str(uuid.uuid4()),
+                                              code_version(os.environ), start_timeout_s=self.start_timeout_s,
+                                              on_orphan=self.orphan_command(run_id))
         return factory.local_backend(self.settings(), start_timeout_s=self.start_timeout_s,
                                      run_id=run_id, on_orphan=self.orphan_command(run_id))
 
     def settings(self) -> Settings:
-        return Settings(home="", pool_catalog=self.pool_catalog, state_dir=self.state_dir)
+        return Settings(home="", pool_catalog=self.pool_catalog, state_dir=self.state_dir,
+                        controller_timeout_s=self.controller_timeout_s)
 
     def resolve(self, request: ClusterRequest, catalog: PoolCatalog) -> ResolvedRequest:
         return factory.local_request(request, catalog)
@@ -341,9 +378,8 @@ def ray_resource(settings: Settings, target: Mapping[str, str] | None = None) ->
         return resource
     unknown = sorted(set(target) - set(type(resource).model_fields))
     if unknown:
-        valid = "existing_cluster" + (", ray_address" if settings.backend == "local" else "")
-        raise SettingsError(f"invalid {unknown[0]}={target[unknown[0]]!r} on backend {settings.backend!r}; "
-                            f"valid: {valid}")
+        valid = "existing_cluster" + (", ray_address, keep_warm_s" if settings.backend == "local" else "")
+        raise SettingsError(unknown[0], target[unknown[0]], f"{valid} (the fields of backend {settings.backend!r})")
     # a new instance: Dagster keeps a resource's config apart from its pydantic fields
     return type(resource)(**{**resource.model_dump(), **target})
 
