@@ -49,7 +49,7 @@ def daily_asset(**kwargs: Any) -> Callable[[Callable[..., Any]], dg.AssetsDefini
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*`backfill_policy`.*", category=dg.BetaWarning)
             return dg.asset(partitions_def=daily_partitions, group_name=GROUP,
-                            **kwargs)(fn)
+                            backfill_policy=SINGLE_RUN, **kwargs)(fn)
     return define
 
 
