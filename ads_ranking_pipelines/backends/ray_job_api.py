@@ -10,6 +10,7 @@ import contextlib
 import logging
 import re
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +19,10 @@ from ads_ranking_pipelines.backends.base import BackendError, JobSpec, JobState,
 log = logging.getLogger(__name__)
 # How many times a follower opens a job's log stream again after it dropped mid-job.
 MAX_RECONNECTS = 5
+# The dashboard's answer when the head's job agent is not ready yet (ray dashboard job_head.py).
+AGENT_NOT_READY = "No available agent to submit job"
+AGENT_WAIT_S = 120.0
+AGENT_RETRY_S = 2.0
 
 # Lines from Ray worker processes arrive prefixed like "(RayTrainWorker pid=123, ip=1.2.3.4) ".
 RAY_LINE_PREFIX = re.compile(r"^\((?P<who>[^()]*?pid=\d+[^()]*)\)\s?")
@@ -49,19 +54,30 @@ class RayJobApi:
         self._followers: dict[str, set[JobLogFollower]] = {}
 
     def submit(self, job: JobSpec) -> str:
+        """Submit ``job``. The dashboard answers 500 "No available agent to submit job, please
+        try again later" when the head's job agent did not answer within its 10 s (a loaded or
+        just-started head: ``job_head.submit_job``); that is retried for ``AGENT_WAIT_S``. A
+        retry that finds the submission id taken means an earlier attempt got through."""
         runtime_env: dict = {"env_vars": dict(job.env_vars)}
         if job.working_dir:
             runtime_env["working_dir"] = job.working_dir
-        try:
-            return self._client.submit_job(
-                entrypoint=job.entrypoint,
-                submission_id=job.submission_id,
-                runtime_env=runtime_env,
-                metadata=dict(job.metadata),
-                entrypoint_num_cpus=job.entrypoint_num_cpus,
-            )
-        except Exception as exc:  # the SDK raises RuntimeError with the HTTP body
-            raise BackendError(f"could not submit Ray job {job.submission_id!r} to {self.address}: {exc}") from exc
+        deadline, retried = time.monotonic() + AGENT_WAIT_S, False
+        while True:
+            try:
+                return self._client.submit_job(
+                    entrypoint=job.entrypoint, submission_id=job.submission_id, runtime_env=runtime_env,
+                    metadata=dict(job.metadata), entrypoint_num_cpus=job.entrypoint_num_cpus)
+            except Exception as exc:  # the SDK raises RuntimeError with the HTTP body
+                text = str(exc)
+                if retried and job.submission_id and "already exists" in text:
+                    return job.submission_id
+                if AGENT_NOT_READY not in text or time.monotonic() >= deadline:
+                    raise BackendError(f"could not submit Ray job {job.submission_id!r} to "
+                                       f"{self.address}: {exc}") from exc
+                log.warning("Ray job %s: the head's job agent is not ready (%s); submitting again",
+                            job.submission_id, AGENT_NOT_READY)
+                retried = True
+                time.sleep(AGENT_RETRY_S)
 
     def status(self, job_id: str) -> JobStatus:
         info = self._client.get_job_info(job_id)

@@ -31,6 +31,7 @@ from ads_ranking_pipelines.config.pools import PoolCatalog
 
 POLL_S = 3.0      # how often a waiting run counts the pool's runs again
 SETTLE_S = 5.0    # how long after its start a CLI run re-counts: the queue daemon's count-to-start window
+BUSY_WAIT_S = 60.0  # how long a count waits out SQLite's "database is locked" (another writer)
                   # (seconds on a loaded 2-core machine); a daemon slower than that can still overlap
 
 
@@ -79,6 +80,23 @@ def holders(instance: Any, limit: PoolLimit, exclude: str | None = None) -> list
             if r.dagster_run.run_id != exclude and GPU_POOL_TAG in r.dagster_run.tags]
 
 
+def count_holders(instance: Any, limit: PoolLimit, exclude: str | None = None,
+                  busy_wait_s: float = BUSY_WAIT_S) -> list[str]:
+    """:func:`holders`, again while the instance's SQLite storage answers "database is locked"
+    (another process is writing: the run next door, the daemon); a loaded machine made a waiting
+    CLI run crash on it. Other errors, and a lock lasting ``busy_wait_s``, are raised."""
+    from sqlalchemy.exc import OperationalError
+
+    deadline = time.monotonic() + busy_wait_s
+    while True:
+        try:
+            return holders(instance, limit, exclude)
+        except OperationalError as exc:
+            if "database is locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)
+
+
 class PoolSlot:
     """``with PoolSlot(...):`` around ``execute_in_process(run_id=run_id)``: enters once a slot is
     free (or raises :class:`PoolBusy` with ``wait=False``), holding the pool's lock until the run
@@ -96,7 +114,7 @@ class PoolSlot:
         announced = False
         while True:
             self._lock()
-            taken = holders(self.instance, self.limit)
+            taken = count_holders(self.instance, self.limit)
             if len(taken) < self.limit.limit:
                 break
             self._unlock()
@@ -128,7 +146,7 @@ class PoolSlot:
 
     def _yield_to_queued_runs(self) -> None:
         announced = False
-        while len(others := holders(self.instance, self.limit, exclude=self.run_id)) >= self.limit.limit:
+        while len(others := count_holders(self.instance, self.limit, exclude=self.run_id)) >= self.limit.limit:
             if not announced:
                 self.say(f"{self.limit.describe()}: run {', '.join(others)} started from the run queue as run "
                          f"{self.run_id} started; this run waits, before its first step, until the pool has a slot")

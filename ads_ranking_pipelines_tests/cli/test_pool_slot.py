@@ -228,7 +228,10 @@ def test_two_cli_runs_and_a_queued_run_on_a_limit_1_pool_never_overlap(queue, tm
             assert instance.get_run_by_id(queued).status == dg.DagsterRunStatus.QUEUED
             for p in procs:
                 p.wait(timeout=900)
-            second = json.loads((tmp_path / "second.out").read_text().strip().splitlines()[-1])["run_id"]
+            out = (tmp_path / "second.out").read_text().strip().splitlines()
+            assert out, f"the second run printed no summary (exit {procs[1].returncode}):\n" \
+                + (tmp_path / "second.err").read_text()[-3000:]
+            second = json.loads(out[-1])["run_id"]
             err = (tmp_path / "second.err").read_text()
             assert "waiting for a slot" in err and first.run_id in err, err
             _wait(instance, [queued], lambda rs: rs[0].is_finished)
@@ -243,3 +246,26 @@ def test_two_cli_runs_and_a_queued_run_on_a_limit_1_pool_never_overlap(queue, tm
         for p in procs:
             if p.poll() is None:
                 p.kill()
+
+
+def test_a_count_waits_out_a_locked_sqlite_storage(tmp_path):
+    """The instance's SQLite storage answers "database is locked" while another process writes
+    (the full suite's CI run: a waiting CLI run crashed on it); the count asks again."""
+    from sqlalchemy.exc import OperationalError
+
+    from ads_ranking_pipelines.cli.pool_slot import PoolLimit, count_holders
+
+    class Busy:
+        def __init__(self, times: int) -> None:
+            self.times = times
+
+        def get_run_records(self, **kwargs):
+            if self.times:
+                self.times -= 1
+                raise OperationalError("PRAGMA main.table_xinfo(\"runs\")", {}, Exception("database is locked"))
+            return []
+
+    limit = PoolLimit("local", 1, "the pool catalog's max_concurrent_runs", False)
+    assert count_holders(Busy(2), limit) == []
+    with pytest.raises(OperationalError):
+        count_holders(Busy(1000), limit, busy_wait_s=0.1)
