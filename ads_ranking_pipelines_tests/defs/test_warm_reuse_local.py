@@ -99,7 +99,9 @@ def test_two_runs_share_one_warm_cluster_and_the_gc_reaps_it_idle(ads_home, tmp_
 
         summary_a = _summary(run_a, out_a)
         # A (which made the cluster) is over; B still runs on it, and A stopped nothing of it
-        assert run_b.poll() is None, "the second run ended first: nothing ran under the other's lease"
+        assert run_b.poll() is None, (f"the second run ended (exit {run_b.returncode}) by the time the first did "
+                                      "(its cluster stopped under it, or nothing overlapped):\n"
+                                      + out_b.read_text()[-3000:])
         assert cluster.alive() and LocalRayCluster.find(cluster.name, state_dir) is not None
         summary_b = _summary(run_b, out_b)
         assert summary_a["promoted"] and summary_b["promoted"], (summary_a, summary_b)
