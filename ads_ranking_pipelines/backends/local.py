@@ -6,33 +6,18 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from ads_ranking_pipelines.backends.base import ClusterSession, JobSpec, JobStatus, RayBackend
+from ads_ranking_pipelines.backends.base import RayBackend
 from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
-from ads_ranking_pipelines.backends.ray_job_api import RayJobApi
+from ads_ranking_pipelines.backends.ray_job_api import ApiSession, RayJobApi
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 
 
-class LocalClusterSession(ClusterSession):
+class LocalClusterSession(ApiSession):
     def __init__(self, cluster: LocalRayCluster):
         self.cluster = cluster
         self.name = cluster.name
         self.dashboard_url = cluster.state.dashboard_url
         self._api = RayJobApi(cluster.state.dashboard_url, headers=cluster.auth_headers())
-
-    def submit(self, job: JobSpec) -> str:
-        return self._api.submit(job)
-
-    def status(self, job_id: str) -> JobStatus:
-        return self._api.status(job_id)
-
-    def logs(self, job_id: str, follow: bool = True) -> Iterator[str]:
-        return self._api.logs(job_id, follow=follow)
-
-    def stop(self, job_id: str) -> None:
-        self._api.stop(job_id)
-
-    def job_finished(self, job_id: str) -> None:
-        self._api.job_finished(job_id)
 
 
 class LocalRayBackend(RayBackend):

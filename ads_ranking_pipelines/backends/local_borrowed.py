@@ -22,10 +22,10 @@ from pathlib import Path
 
 import requests
 
-from ads_ranking_pipelines.backends.base import ClusterSession, JobSpec, JobStatus, RayBackend
+from ads_ranking_pipelines.backends.base import JobSpec, RayBackend
 from ads_ranking_pipelines.backends.capacity import NodeSize, capacity_problem
 from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
-from ads_ranking_pipelines.backends.ray_job_api import RayJobApi
+from ads_ranking_pipelines.backends.ray_job_api import ApiSession, RayJobApi
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.validation import RequestError
 
@@ -91,7 +91,7 @@ def target_problems(target: LocalTarget, request: ClusterRequest) -> list[Reques
     return problems
 
 
-class BorrowedLocalSession(ClusterSession):
+class BorrowedLocalSession(ApiSession):
     """The run's jobs on a cluster it borrowed; :meth:`close` stops those still running."""
 
     def __init__(self, target: LocalTarget, api: RayJobApi | None = None):
@@ -106,18 +106,6 @@ class BorrowedLocalSession(ClusterSession):
         with self._lock:   # recorded first: an interrupted submit may still have reached Ray
             self.submitted.append(job.submission_id)
         return self._api.submit(job)
-
-    def status(self, job_id: str) -> JobStatus:
-        return self._api.status(job_id)
-
-    def logs(self, job_id: str, follow: bool = True) -> Iterator[str]:
-        return self._api.logs(job_id, follow=follow)
-
-    def stop(self, job_id: str) -> None:
-        self._api.stop(job_id)
-
-    def job_finished(self, job_id: str) -> None:
-        self._api.job_finished(job_id)
 
     def close(self, timeout_s: float = STOP_TIMEOUT_S) -> list[str]:
         """Stop this session's jobs that are not over and wait until they are; the ids of

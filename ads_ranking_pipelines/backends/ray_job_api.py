@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from ads_ranking_pipelines.backends.base import BackendError, JobSpec, JobState, JobStatus
+from ads_ranking_pipelines.backends.base import BackendError, ClusterSession, JobSpec, JobState, JobStatus
 
 log = logging.getLogger(__name__)
 # How many times a follower opens a job's log stream again after it dropped mid-job.
@@ -223,3 +223,25 @@ class JobLogFollower(Iterator[str]):
             if self._requested.wait(self._api._poll):
                 return
             waited += self._api._poll
+
+
+class ApiSession(ClusterSession):
+    """A cluster session whose jobs all go through one :class:`RayJobApi` (a local cluster,
+    made by this run or borrowed)."""
+
+    _api: RayJobApi
+
+    def submit(self, job: JobSpec) -> str:
+        return self._api.submit(job)
+
+    def status(self, job_id: str) -> JobStatus:
+        return self._api.status(job_id)
+
+    def logs(self, job_id: str, follow: bool = True) -> Iterator[str]:
+        return self._api.logs(job_id, follow=follow)
+
+    def stop(self, job_id: str) -> None:
+        self._api.stop(job_id)
+
+    def job_finished(self, job_id: str) -> None:
+        self._api.job_finished(job_id)
