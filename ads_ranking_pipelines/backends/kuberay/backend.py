@@ -18,7 +18,7 @@ from ads_ranking_pipelines.backends.kuberay.notebooks import (
     StartedNotebook,
 )
 from ads_ranking_pipelines.backends.kuberay.rayjobs import RayJobs
-from ads_ranking_pipelines.backends.kuberay.session import KubeRayClusterSession
+from ads_ranking_pipelines.backends.kuberay.session import KubeRayClusterSession, closing
 from ads_ranking_pipelines.backends.kuberay.status import ClusterInfo
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.pools import PoolCatalog
@@ -78,14 +78,9 @@ class KubeRayBackend(RayBackend):
         build_rayjob(resolved, entrypoint="true", submission_id="preflight",
                      labels=ctx.labels, run_id=run_id, code_location=code_location,
                      deletion=ctx.rayjob_deletion)
-        session = KubeRayClusterSession(ctx, self.jobs, resolved, run_id=run_id,
-                                        code_location=code_location)
-        try:
+        with closing(KubeRayClusterSession(ctx, self.jobs, resolved, run_id=run_id,
+                                           code_location=code_location)) as session:
             yield session
-        except BaseException:
-            session.close(raise_errors=False)
-            raise
-        session.close(raise_errors=True)
 
     # ---- the CLI's operations ----------------------------------------------------------------
     def wait_until_running(self, namespace: str, name: str, timeout_s: float | None = None) -> dict:

@@ -27,6 +27,7 @@ from ads_ranking_pipelines.backends.base import BackendError, ClusterSession, Jo
 from ads_ranking_pipelines.backends.capacity import NodeSize, capacity_problem
 from ads_ranking_pipelines.backends.kuberay import calls
 from ads_ranking_pipelines.backends.kuberay.client import RAYCLUSTERS, RAYJOBS, KubeError, NotFound, new_creation_token
+from ads_ranking_pipelines.backends.kuberay.session import closing
 from ads_ranking_pipelines.backends.kuberay.status import ORIGINATED_FROM_CRD_LABEL, owned
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.validation import RequestError
@@ -215,10 +216,5 @@ def selector_session(backend: "KubeRayBackend", namespace: str, name: str) -> It
         cluster = backend.client.get(RAYCLUSTERS, namespace, name)
     except NotFound:
         raise BackendError(f"RayCluster {namespace}/{name} not found") from None
-    session = SelectorSession(backend, cluster)
-    try:
+    with closing(SelectorSession(backend, cluster)) as session:
         yield session
-    except BaseException:
-        session.close(raise_errors=False)
-        raise
-    session.close(raise_errors=True)

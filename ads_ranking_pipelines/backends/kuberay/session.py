@@ -250,3 +250,15 @@ class KubeRayClusterSession(ClusterSession):
             if raise_errors:
                 raise BackendError(text)
             log.error(text)
+
+
+@contextlib.contextmanager
+def closing(session: Any) -> Iterator[Any]:
+    """Yield ``session``; close it after the ``with`` body: raising what the close finds when
+    the body succeeded, quietly (the body's error wins) when it failed."""
+    try:
+        yield session
+    except BaseException:
+        session.close(raise_errors=False)
+        raise
+    session.close(raise_errors=True)
