@@ -1,13 +1,31 @@
-"""Human-sized messages from pydantic validation errors: field, bad value, what is valid."""
+"""Human-sized messages from pydantic validation errors, one wording for every front end:
+``invalid <field>=<value>: <why>; valid: <bounds>`` (the CLI and X-Ray name the option too)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+# The most characters of a bad value an error message quotes (then "…" and its length): a
+# message names the value without echoing a 10k-character one back.
+QUOTE_LIMIT = 80
+# pydantic's error context -> how a bound reads
+_BOUNDS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<", "max_length": "length <=", "min_length": "length >="}
 
-def _valid_range(model: type[BaseModel] | None, field: str) -> str | None:
+
+def quoted(value: Any, limit: int = QUOTE_LIMIT) -> str:
+    """``repr(value)``, cut to ``limit`` characters (and "… (N characters)") when longer."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = f" ({len(value)} characters)" if isinstance(value, str) else ""
+    return f"{text[:limit]}…{size}"
+
+
+def field_range(model: type[BaseModel] | None, field: str) -> str | None:
+    """``[lo, hi]`` (open ends as parentheses) of a constrained numeric field, else None."""
     if model is None or field not in model.model_fields:
         return None
     lo = hi = None
@@ -23,26 +41,36 @@ def _valid_range(model: type[BaseModel] | None, field: str) -> str | None:
             hi, hi_open = m.lt, True
     if lo is None and hi is None:
         return None
-    left = "(" if lo_open else "["
-    right = ")" if hi_open else "]"
-    return f"{left}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}{right}"
+    return f"{'(' if lo_open else '['}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}{')' if hi_open else ']'}"
 
 
-def format_validation_error(exc: ValidationError, model: type[BaseModel] | None = None,
-                            prefix: str = "") -> str:
-    """One line per problem: ``invalid <field>=<value>: <why> (valid: <range>)``."""
-    lines = []
+def clause(name: str, value: Any, why: str | None = None, valid: str | None = None) -> str:
+    """The one wording of a bad value: ``invalid <name>=<value>[: <why>][; valid: <valid>]`` (spaces
+    round ``=`` when the name is several words, as ``--workers (workers) = 'many'``)."""
+    eq = " = " if " " in name else "="
+    return f"invalid {name}{eq}{quoted(value)}" + (f": {why}" if why else "") + (f"; valid: {valid}" if valid else "")
+
+
+def _valid(err: dict[str, Any], model: type[BaseModel] | None, field: str) -> str | None:
+    limits = err.get("ctx") or {}
+    bounds = ", ".join(f"{_BOUNDS[k]} {v}" for k, v in limits.items() if k in _BOUNDS)
+    return field_range(model, field) or bounds or None
+
+
+def format_validation_error(exc: ValidationError, model: type[BaseModel] | None = None, prefix: str = "",
+                            name: Callable[[str], str] = str) -> str:
+    """One :func:`clause` per problem, ``; ``-joined.
+    ``model`` gives the range of a constrained field (also for a wrong type); ``prefix`` is where
+    the model sits in a larger config (``source.``); ``name`` words a field for the front end
+    (the CLI: ``--workers (workers)``)."""
+    clauses = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err.get("loc", ()))
-        field = loc.split(".")[0] if loc else ""
         value: Any = err.get("input")
-        why = err.get("msg", "invalid")
-        if why.startswith("Value error, "):
-            why = why[len("Value error, "):]
-        where = f"{prefix}{loc}" if loc else (prefix.rstrip(".") or "config")
-        line = f"invalid {where}={value!r}: {why}" if loc else f"invalid {where}: {why}"
-        rng = _valid_range(model, field)
-        if rng:
-            line += f" (valid: {rng})"
-        lines.append(line)
-    return "; ".join(lines)
+        why = str(err.get("msg", "invalid")).removeprefix("Value error, ").replace(repr(value), quoted(value))
+        if not loc:
+            clauses.append(f"invalid {prefix.rstrip('.') or 'config'}: {why}")
+            continue
+        valid = _valid(err, model, loc.split(".")[0])
+        clauses.append(clause(name(prefix + loc), value, why, valid))
+    return "; ".join(clauses)

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from ads_ranking_pipelines.config.errors import QUOTE_LIMIT, clause, format_validation_error, quoted  # noqa: F401 - shared
 from ads_ranking_pipelines.config.validation import RequestError, RequestErrors
 
 # ClusterRequest field -> the option that sets it, for error messages.
@@ -25,20 +26,6 @@ FIELD_OPTIONS = {
 }
 
 
-# The most characters of a bad value an error message quotes (then "…" and its length): a
-# message names the value without echoing a 10k-character one back.
-QUOTE_LIMIT = 80
-
-
-def quoted(value: Any, limit: int = QUOTE_LIMIT) -> str:
-    """``repr(value)``, cut to ``limit`` characters (and "… (N characters)") when longer."""
-    text = repr(value)
-    if len(text) <= limit:
-        return text
-    size = f" ({len(value)} characters)" if isinstance(value, str) else ""
-    return f"{text[:limit]}…{size}"
-
-
 def option_for(field_name: str) -> str:
     head = field_name.split(".")[0].split("[")[0]
     option = FIELD_OPTIONS.get(head)
@@ -49,25 +36,12 @@ def request_error(exc: RequestError) -> str:
     if isinstance(exc, RequestErrors):
         return exc.describe(request_error)
     valid = ", ".join(map(str, exc.valid)) if isinstance(exc.valid, (list, tuple)) else exc.valid
-    reason = f": {exc.reason}" if exc.reason else ""
-    return f"invalid {option_for(exc.field)} = {quoted(exc.value)}{reason}; valid: {valid}"
-
-
-_BOUNDS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<", "max_length": "length <=",
-           "min_length": "length >="}
+    return clause(option_for(exc.field), exc.value, exc.reason or None, str(valid))
 
 
 def validation_error(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err.get("loc", ())) or "request"
-        value = err.get("input")
-        msg = str(err.get("msg", "invalid")).replace(repr(value), quoted(value))  # a validator's echo
-        limits = err.get("ctx") or {}
-        valid = ", ".join(f"{_BOUNDS[k]} {v}" for k, v in limits.items() if k in _BOUNDS)
-        parts.append(f"invalid {option_for(loc)} = {quoted(value)}: {msg}"
-                     + (f"; valid: {valid}" if valid else ""))
-    return "; ".join(parts)
+    """A front end's wording of a request's pydantic errors: each field with its option."""
+    return format_validation_error(exc, name=option_for)
 
 
 def dns_name(text: str, limit: int = 47) -> str:

@@ -17,9 +17,9 @@ def test_training_config_defaults_match_params():
 
 @pytest.mark.parametrize("field, value, needle", [
     ("num_workers", 0, "num_workers=0"),
-    ("dataset_window_days", 0, "(valid: [1, 90])"),
+    ("dataset_window_days", 0, "; valid: [1, 90]"),
     ("embedding_dim", 10, "multiple of 4"),
-    ("learning_rate", 0.0, "(valid: (0, 1.0])"),
+    ("learning_rate", 0.0, "; valid: (0, 1.0]"),
     ("model_name", "Bad Name", "model_name='Bad Name'"),
 ])
 def test_training_config_errors(field, value, needle):
