@@ -2,7 +2,9 @@
 read, in one place, from a mapping the caller passes in.
 
 Nothing here reads ``os.environ`` at import: ``definitions.py``, the CLI and X-Ray call
-``Settings.from_environ(os.environ)`` when they build their resources.
+``Settings.from_environ(os.environ)`` when they build their resources. Pydantic validates the
+mapping (each field's ``validation_alias`` is its variable); a bad value is a
+:class:`SettingsError` naming the variable, its value and what is valid.
 
 | variable | meaning |
 | --- | --- |
@@ -28,21 +30,23 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 HOME_ENV = "ADS_RANKING_HOME"
 CATALOG_ENV = "ADS_RANKING_POOL_CATALOG"
 BACKEND_ENV = "ADS_RANKING_BACKEND"
 DEFAULT_HOME = ".ads_ranking"
-BACKENDS = ("local", "kuberay")
-DELETION_MODES = ("rules", "shutdown")
+Backend = Literal["local", "kuberay"]
+DeletionMode = Literal["rules", "shutdown"]
 # How the local backend lays a cluster out on this machine: one Ray node holding every worker's
 # CPUs (the default: starts in about half the time, with a third of the Ray processes), or a
 # head and one Ray node per worker, as KubeRay lays out pods (a worker node that dies is replaced).
+LocalLayout = Literal["single-node", "node-per-worker"]
+BACKENDS, DELETION_MODES, LOCAL_LAYOUTS = get_args(Backend), get_args(DeletionMode), get_args(LocalLayout)
 LOCAL_LAYOUT_ENV = "ADS_RANKING_LOCAL_LAYOUT"
-LOCAL_LAYOUTS = ("single-node", "node-per-worker")
 CONTROLLER_TIMEOUT_ENV = "ADS_RANKING_CONTROLLER_TIMEOUT_S"
-_TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 
 
 class SettingsError(ValueError):
@@ -53,40 +57,12 @@ class SettingsError(ValueError):
         super().__init__(f"invalid {name}={value!r}; valid: {valid}")
 
 
-def _choice(environ: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
-    value = (environ.get(name) or "").strip() or default
-    if value not in choices:
-        raise SettingsError(name, value, ", ".join(choices))
-    return value
-
-
-def _flag(environ: Mapping[str, str], name: str) -> bool:
-    value = (environ.get(name) or "").strip().lower()
-    if value not in _TRUE + _FALSE:
-        raise SettingsError(name, value, "true or false")
-    return value in _TRUE
-
-
-def _seconds(environ: Mapping[str, str], name: str, default: float, minimum: float = 0.0) -> float:
-    """A number of seconds >= ``minimum`` (finite), else :class:`SettingsError` naming it."""
-    raw = (environ.get(name) or "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if not value >= minimum or value == float("inf"):
-        raise SettingsError(name, raw, f"a number of seconds >= {minimum:g}")
-    return value
-
-
 def account_name(environ: Mapping[str, str]) -> str:
     """Who is running this: ``ADS_RANKING_OWNER``, else ``$USER`` / ``$LOGNAME``, else the
     account of this process's user id (a container's shell often sets neither variable), else
     ``uid-<n>`` (a user id the account database does not know, as OpenShift assigns)."""
     for name in ("ADS_RANKING_OWNER", "USER", "LOGNAME"):
-        value = _opt(environ, name)
+        value = (environ.get(name) or "").strip()
         if value:
             return value
     try:
@@ -97,31 +73,35 @@ def account_name(environ: Mapping[str, str]) -> str:
         return f"uid-{os.getuid()}" if hasattr(os, "getuid") else "unknown"
 
 
-def _opt(environ: Mapping[str, str], name: str) -> str | None:
-    return (environ.get(name) or "").strip() or None
+def _env(name: str, default: Any = None, **constraints: Any) -> Any:
+    return Field(default, validation_alias=name, **constraints)
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(BaseModel):
+    """Every setting, by field; :meth:`from_environ` reads them from their variables."""
+
+    model_config = ConfigDict(frozen=True, validate_by_name=True, validate_by_alias=True, extra="ignore")
+
     home: str                           # storage root URI (local path or s3://, gs://)
-    pool_catalog: str | None            # override of the shipped pool catalog
+    pool_catalog: str | None = _env(CATALOG_ENV)    # override of the shipped pool catalog
     state_dir: str                      # local-backend cluster state files (a local path)
-    backend: str = "local"
-    default_pool: str | None = None
-    namespace: str = "ads-ranking"
-    ray_image: str | None = None
-    ray_service_account: str | None = None
-    ray_auth_secret: str | None = None
-    shared_volume_claim: str | None = None
-    rayjob_deletion: str = "rules"
-    replica_failure_grace_s: float = 120.0
-    kube_in_cluster: bool = False
-    kube_context: str | None = None
-    kube_config_file: str | None = None
-    dev_working_tree: str | None = None
-    owner: str | None = None
-    local_layout: str = "single-node"
-    controller_timeout_s: float = 60.0  # a run's Ray jobs stop this long after its process died
+    backend: Backend = _env(BACKEND_ENV, "local")
+    default_pool: str | None = _env("ADS_RANKING_DEFAULT_POOL")
+    namespace: str = _env("ADS_RANKING_NAMESPACE", "ads-ranking")
+    ray_image: str | None = _env("ADS_RANKING_RAY_IMAGE")
+    ray_service_account: str | None = _env("ADS_RANKING_RAY_SERVICE_ACCOUNT")
+    ray_auth_secret: str | None = _env("ADS_RANKING_RAY_AUTH_SECRET")
+    shared_volume_claim: str | None = _env("ADS_RANKING_SHARED_VOLUME_CLAIM")
+    rayjob_deletion: DeletionMode = _env("ADS_RANKING_RAYJOB_DELETION", "rules")
+    replica_failure_grace_s: float = _env("ADS_RANKING_REPLICA_FAILURE_GRACE_S", 120.0, ge=0, allow_inf_nan=False)
+    kube_in_cluster: bool = _env("ADS_RANKING_KUBE_IN_CLUSTER", False)
+    kube_context: str | None = _env("ADS_RANKING_KUBE_CONTEXT")
+    kube_config_file: str | None = _env("KUBECONFIG")
+    dev_working_tree: str | None = _env("ADS_RANKING_DEV_WORKING_TREE")
+    owner: str | None = None            # account_name() of the environment
+    local_layout: LocalLayout = _env(LOCAL_LAYOUT_ENV, "single-node")
+    # a run's Ray jobs stop this long after its process died
+    controller_timeout_s: float = _env(CONTROLLER_TIMEOUT_ENV, 60.0, ge=5, allow_inf_nan=False)
 
     @property
     def local_single_node(self) -> bool:
@@ -130,26 +110,29 @@ class Settings:
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> "Settings":
-        """Read every setting; :class:`SettingsError` names a bad variable."""
+        """Read every setting (a blank variable is an unset one); :class:`SettingsError` names a bad one."""
+        names = {f.validation_alias for f in cls.model_fields.values() if isinstance(f.validation_alias, str)}
+        present = {k: v.strip() for k, v in environ.items() if k in names and v.strip()}
         home = environ.get(HOME_ENV) or os.path.abspath(DEFAULT_HOME)
         local_home = home if "://" not in home else os.path.abspath(DEFAULT_HOME)
-        return cls(
-            home=home, pool_catalog=_opt(environ, CATALOG_ENV),
-            state_dir=os.path.join(local_home, "clusters"),
-            backend=_choice(environ, BACKEND_ENV, BACKENDS, "local"),
-            default_pool=_opt(environ, "ADS_RANKING_DEFAULT_POOL"),
-            namespace=_opt(environ, "ADS_RANKING_NAMESPACE") or "ads-ranking",
-            ray_image=_opt(environ, "ADS_RANKING_RAY_IMAGE"),
-            ray_service_account=_opt(environ, "ADS_RANKING_RAY_SERVICE_ACCOUNT"),
-            ray_auth_secret=_opt(environ, "ADS_RANKING_RAY_AUTH_SECRET"),
-            shared_volume_claim=_opt(environ, "ADS_RANKING_SHARED_VOLUME_CLAIM"),
-            rayjob_deletion=_choice(environ, "ADS_RANKING_RAYJOB_DELETION", DELETION_MODES, "rules"),
-            replica_failure_grace_s=_seconds(environ, "ADS_RANKING_REPLICA_FAILURE_GRACE_S", 120.0),
-            kube_in_cluster=_flag(environ, "ADS_RANKING_KUBE_IN_CLUSTER"),
-            kube_context=_opt(environ, "ADS_RANKING_KUBE_CONTEXT"),
-            kube_config_file=_opt(environ, "KUBECONFIG"),
-            dev_working_tree=_opt(environ, "ADS_RANKING_DEV_WORKING_TREE"),
-            owner=account_name(environ),
-            local_layout=_choice(environ, LOCAL_LAYOUT_ENV, LOCAL_LAYOUTS, "single-node"),
-            controller_timeout_s=_seconds(environ, CONTROLLER_TIMEOUT_ENV, 60.0, minimum=5.0),
-        )
+        try:
+            return cls.model_validate({**present, "home": home, "state_dir": os.path.join(local_home, "clusters"),
+                                       "owner": account_name(environ)})
+        except ValidationError as exc:
+            raise _settings_error(exc) from None
+
+
+def _settings_error(exc: ValidationError) -> SettingsError:
+    """The first problem, worded by its variable: the choices, "true or false", or the seconds' bound."""
+    err = exc.errors()[0]
+    alias = str(err["loc"][0])
+    field = next(f for f in Settings.model_fields.values() if f.validation_alias == alias)
+    choices = get_args(field.annotation)
+    if field.annotation is bool:
+        valid = "true or false"
+    elif choices and all(isinstance(c, str) for c in choices):
+        valid = ", ".join(choices)
+    else:
+        low = next(m.ge for m in field.metadata if getattr(m, "ge", None) is not None)
+        valid = f"a number of seconds >= {low:g}"
+    return SettingsError(alias, str(err.get("input")), valid)

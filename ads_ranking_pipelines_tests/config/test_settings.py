@@ -46,3 +46,25 @@ def test_the_owner_is_never_unknown_where_no_variable_names_the_user(tmp_path) -
     assert Settings.from_environ({**home, "LOGNAME": "lee"}).owner == "lee"
     assert Settings.from_environ({**home, "LOGNAME": "lee", "USER": "una"}).owner == "una"
     assert Settings.from_environ({**home, "USER": "una", "ADS_RANKING_OWNER": "ops"}).owner == "ops"
+
+
+@pytest.mark.parametrize("name, value, valid", [
+    ("ADS_RANKING_KUBE_IN_CLUSTER", "maybe", "true or false"),
+    ("ADS_RANKING_BACKEND", "k8s", "local, kuberay"),
+    ("ADS_RANKING_RAYJOB_DELETION", "never", "rules, shutdown"),
+    ("ADS_RANKING_CONTROLLER_TIMEOUT_S", "1", "a number of seconds >= 5"),
+    ("ADS_RANKING_REPLICA_FAILURE_GRACE_S", "inf", "a number of seconds >= 0"),
+])
+def test_each_bad_variable_is_named_with_what_is_valid(tmp_path, name, value, valid) -> None:
+    with pytest.raises(SettingsError) as err:
+        Settings.from_environ({"ADS_RANKING_HOME": str(tmp_path), name: value})
+    assert str(err.value) == f"invalid {name}={value!r}; valid: {valid}"
+
+
+def test_a_blank_variable_is_an_unset_one_and_values_are_typed(tmp_path) -> None:
+    settings = Settings.from_environ({"ADS_RANKING_HOME": str(tmp_path), "ADS_RANKING_BACKEND": "  ",
+                                      "ADS_RANKING_KUBE_IN_CLUSTER": "Yes", "ADS_RANKING_NAMESPACE": " ml ",
+                                      "ADS_RANKING_CONTROLLER_TIMEOUT_S": "7.5", "UNRELATED": "x"})
+    assert (settings.backend, settings.kube_in_cluster, settings.namespace, settings.controller_timeout_s) == \
+        ("local", True, "ml", 7.5)
+    assert settings.state_dir == os.path.join(str(tmp_path), "clusters")
