@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 export ADS_RANKING_HOME ?= $(CURDIR)/.ads_ranking
 export DAGSTER_HOME     ?= $(CURDIR)/.dagster_home
 
-.PHONY: venv run test ui bench clean image push instance
+.PHONY: venv run test test-prereqs ui bench clean image push instance
 
 # The Dagster instance: run queue with per-GPU-pool limits from the pool catalog, run monitoring,
 # telemetry off (ads_ranking_pipelines/config/dagster_instance.py; dagster.yaml in the repo is the
@@ -28,7 +28,12 @@ $(STAMP): pyproject.toml constraints.txt scripts/install.sh
 run: instance
 	$(VENV)/bin/ads-ranking pipeline run $(ARGS)
 
-test: venv
+# What the tests need beyond .venv (Debian's chromium for the X-Ray browser tests): installed
+# where this user may, else one line saying what to install (scripts/test_prereqs.sh).
+test-prereqs:
+	bash scripts/test_prereqs.sh
+
+test: venv test-prereqs
 	mkdir -p $(DAGSTER_HOME)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
