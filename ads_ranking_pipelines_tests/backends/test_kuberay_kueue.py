@@ -11,18 +11,22 @@ import time
 import pytest
 
 from ads_ranking_pipelines.backends.base import BackendError, JobSpec, JobState
-from ads_ranking_pipelines.backends.kuberay import KubeRayBackend, job_status_from_rayjob
+from ads_ranking_pipelines.backends.kuberay import (
+    KubeRayBackend,
+    job_status_from_rayjob,
+)
 from ads_ranking_pipelines.backends.kuberay.client import RAYJOBS
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.pools import PoolCatalog, load_catalog
 from ads_ranking_pipelines_tests.backends.kuberay_helpers import NS, assert_nothing_left
-from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 - fixture
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (
     FakeKubeApiServer,
     Scenario,
     client_for,
-    fake_apiserver,
 )
-from ads_ranking_pipelines_tests.kuberay.fake_apiserver.kueue_controller import KueueQueue
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver.kueue_controller import (
+    KueueQueue,
+)
 
 LOCAL_QUEUE = "team-a-cpu"
 INSUFFICIENT = "insufficient unused quota for cpu in flavor default-flavor"

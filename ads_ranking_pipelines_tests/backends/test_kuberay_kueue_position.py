@@ -18,11 +18,12 @@ from ads_ranking_pipelines_tests.backends.test_kuberay_kueue import (
     backend,
     request,
 )
-from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 - fixture
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (
     FakeKubeApiServer,
-    fake_apiserver,
 )
-from ads_ranking_pipelines_tests.kuberay.fake_apiserver.kueue_controller import KueueQueue
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver.kueue_controller import (
+    KueueQueue,
+)
 
 
 def _queue(fake: FakeKubeApiServer) -> None:

@@ -8,17 +8,25 @@ from __future__ import annotations
 from ads_ranking_pipelines.backends.kuberay.client import RAYCLUSTERS
 from ads_ranking_pipelines_tests.cli.helpers import cli_env, ok, ok_json, run_cli
 from ads_ranking_pipelines_tests.kuberay.cases import KUEUE_CATALOG
-from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 - fixture
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (
     FakeKubeApiServer,
-    fake_apiserver,
     write_kubeconfig,
 )
-from ads_ranking_pipelines_tests.kuberay.fake_apiserver.kueue_controller import KueueQueue
+from ads_ranking_pipelines_tests.kuberay.kueue_cases import (
+    GPU_IMAGE,
+    INSUFFICIENT,
+    LOCAL_QUEUE,
+    NS,
+    one_cluster_of_quota,
+    queued_run_job,
+)
 
-NS = "ads-ranking"
-LOCAL_QUEUE = "ads-ranking-h100"  # examples/pool-catalogs/gke-kueue.yaml
-GPU_IMAGE = "registry.example.com/ads-ranking/ads-ranking-pipelines:0.1.0-gpu"
-INSUFFICIENT = "insufficient unused quota for nvidia.com/gpu in flavor default-flavor, 8 more needed"
+
+def _kueue_env(fake: FakeKubeApiServer, tmp_path) -> dict[str, str]:
+    one_cluster_of_quota(fake)
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", fake, context="fake")
+    return cli_env(tmp_path, KUBECONFIG=kubeconfig, ADS_RANKING_BACKEND="kuberay",
+                   ADS_RANKING_POOL_CATALOG=str(KUEUE_CATALOG), ADS_RANKING_RAY_IMAGE=GPU_IMAGE)
 
 
 def _create(name: str, kube: list[str], env: dict[str, str]) -> None:
@@ -28,10 +36,7 @@ def _create(name: str, kube: list[str], env: dict[str, str]) -> None:
 
 def test_queued_cli_cluster_is_listed_and_described_with_kueues_words_then_runs(
         fake_apiserver: FakeKubeApiServer, tmp_path) -> None:
-    fake_apiserver.kueue_queues = {LOCAL_QUEUE: KueueQueue(quota={"nvidia.com/gpu": 8})}
-    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", fake_apiserver, context="fake")
-    env = cli_env(tmp_path, KUBECONFIG=kubeconfig, ADS_RANKING_BACKEND="kuberay",
-                  ADS_RANKING_POOL_CATALOG=str(KUEUE_CATALOG), ADS_RANKING_RAY_IMAGE=GPU_IMAGE)
+    env = _kueue_env(fake_apiserver, tmp_path)
     kube = ["--context", "fake"]
     _create("alice-h100", kube, env)
     assert fake_apiserver.wait_for(lambda: (fake_apiserver.get(RAYCLUSTERS, NS, "alice-h100")
@@ -74,26 +79,16 @@ def test_queued_cli_cluster_is_listed_and_described_with_kueues_words_then_runs(
 
 def test_queued_rayjob_is_a_queued_row_and_job_status_prints_queued_with_kueues_words(
         fake_apiserver: FakeKubeApiServer, tmp_path) -> None:
-    from ads_ranking_pipelines.backends.kuberay import KubeRayBackend, calls
-    from ads_ranking_pipelines.backends.kuberay.client import RAYJOBS
-    from ads_ranking_pipelines.config.cluster import ClusterRequest
+    from ads_ranking_pipelines.backends.kuberay import KubeRayBackend
     from ads_ranking_pipelines.config.pools import load_catalog
-    from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
     from ads_ranking_pipelines_tests.kuberay.fake_apiserver import client_for
 
-    fake_apiserver.kueue_queues = {LOCAL_QUEUE: KueueQueue(quota={"nvidia.com/gpu": 8})}
-    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", fake_apiserver, context="fake")
-    env = cli_env(tmp_path, KUBECONFIG=kubeconfig, ADS_RANKING_BACKEND="kuberay",
-                  ADS_RANKING_POOL_CATALOG=str(KUEUE_CATALOG), ADS_RANKING_RAY_IMAGE=GPU_IMAGE)
+    env = _kueue_env(fake_apiserver, tmp_path)
     kube = ["--context", "fake"]
     _create("alice-h100", kube, env)
     # A Dagster run's RayJob on the same pool (what a session creates): queued, no cluster.
     b = KubeRayBackend(client_for(fake_apiserver), load_catalog(KUEUE_CATALOG))
-    resolved = b.resolve(ClusterRequest(name="run-q", owner="dagster", gpu_pool="h100-80gb",
-                                        workers=1, gpus_per_worker=8, image=GPU_IMAGE))
-    manifest = build_rayjob(resolved, entrypoint="true", submission_id="q-1")
-    job = calls.create(b.client, RAYJOBS, NS, manifest, what="RayJob")["metadata"]["name"]
-    assert fake_apiserver.wait_for(lambda: INSUFFICIENT in b.job_status(NS, job).message, 20)
+    job = queued_run_job(b, fake_apiserver)
 
     status = ok_json(run_cli("job", "status", job, *kube, "-o", "json", env=env))
     assert status["state"] == "QUEUED"

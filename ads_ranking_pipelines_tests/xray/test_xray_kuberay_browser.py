@@ -15,18 +15,17 @@ import requests
 
 from ads_ranking_pipelines.backends.base import JobSpec
 from ads_ranking_pipelines.backends.kuberay import KubeRayBackend
-from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.backends.kuberay.client import RAYCLUSTERS
+from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.pools import load_catalog
 from ads_ranking_pipelines.config.validation import resolve_request
 from ads_ranking_pipelines.kuberay.labels import LABEL_OWNER
 from ads_ranking_pipelines.kuberay.raycluster import build_raycluster
 from ads_ranking_pipelines_tests.cli.helpers import RAY_IMAGE
-from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 - fixture
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (
     FakeKubeApiServer,
     Scenario,
     client_for,
-    fake_apiserver,
     write_kubeconfig,
 )
 from ads_ranking_pipelines_tests.xray.helpers import (

@@ -7,30 +7,29 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ads_ranking_pipelines.backends.kuberay import KubeRayBackend, calls
-from ads_ranking_pipelines.backends.kuberay.client import RAYJOBS
-from ads_ranking_pipelines.config.cluster import ClusterRequest
+from ads_ranking_pipelines.backends.kuberay import KubeRayBackend
 from ads_ranking_pipelines.config.pools import load_catalog
-from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
 from ads_ranking_pipelines_tests.kuberay.cases import KUEUE_CATALOG
-from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (  # noqa: F401 - fixture
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (
     FakeKubeApiServer,
     client_for,
-    fake_apiserver,
     write_kubeconfig,
 )
-from ads_ranking_pipelines_tests.kuberay.fake_apiserver.kueue_controller import KueueQueue
-from ads_ranking_pipelines_tests.xray.helpers import XrayServer, chromium, chromium_path, xray_env
-
-NS = "ads-ranking"
-LOCAL_QUEUE = "ads-ranking-h100"  # examples/pool-catalogs/gke-kueue.yaml
-GPU_IMAGE = "registry.example.com/ads-ranking/ads-ranking-pipelines:0.1.0-gpu"
-INSUFFICIENT = "insufficient unused quota for nvidia.com/gpu in flavor default-flavor, 8 more needed"
-
-
-def _request(name: str, owner: str) -> ClusterRequest:
-    return ClusterRequest(name=name, owner=owner, gpu_pool="h100-80gb", workers=1,
-                          gpus_per_worker=8, image=GPU_IMAGE)
+from ads_ranking_pipelines_tests.kuberay.kueue_cases import (
+    GPU_IMAGE,
+    INSUFFICIENT,
+    LOCAL_QUEUE,
+    NS,
+    h100_request,
+    one_cluster_of_quota,
+    queued_run_job,
+)
+from ads_ranking_pipelines_tests.xray.helpers import (
+    XrayServer,
+    chromium,
+    chromium_path,
+    xray_env,
+)
 
 
 def test_queued_cluster_and_run_show_kueues_words_and_position(
@@ -38,15 +37,12 @@ def test_queued_cluster_and_run_show_kueues_words_and_position(
     from playwright.sync_api import expect
 
     chromium_path()
-    fake_apiserver.kueue_queues = {LOCAL_QUEUE: KueueQueue(quota={"nvidia.com/gpu": 8})}
+    one_cluster_of_quota(fake_apiserver)
     b = KubeRayBackend(client_for(fake_apiserver), load_catalog(KUEUE_CATALOG),
                        poll_interval_s=0.05)
-    b.create_cluster(_request("alice-h100", "alice"), timeout_s=20)  # admitted: holds the quota
-    b.create_cluster(_request("bob-h100", "bob"), wait=False)
-    manifest = build_rayjob(b.resolve(_request("run-q", "dagster")), entrypoint="true",
-                            submission_id="q-1")
-    job = calls.create(b.client, RAYJOBS, NS, manifest, what="RayJob")["metadata"]["name"]
-    assert fake_apiserver.wait_for(lambda: INSUFFICIENT in b.job_status(NS, job).message, 20)
+    b.create_cluster(h100_request("alice-h100", "alice"), timeout_s=20)  # admitted: holds the quota
+    b.create_cluster(h100_request("bob-h100", "bob"), wait=False)
+    job = queued_run_job(b, fake_apiserver)
 
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", fake_apiserver, context="fake")
     env = xray_env(tmp_path, KUBECONFIG=kubeconfig, ADS_RANKING_RAY_IMAGE=GPU_IMAGE,
