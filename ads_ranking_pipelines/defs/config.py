@@ -7,65 +7,56 @@ so these classes carry types, defaults and descriptions only; ``to_params`` vali
 
 from __future__ import annotations
 
-from typing import Optional
+import typing
+from typing import Any, Optional
 
 import dagster as dg
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, create_model
 
 from ads_ranking_pipelines.config.errors import format_validation_error
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.contracts.gates import GateConfig
 
-_DEFAULTS = TrainingParams()
+
+def _launchpad_type(annotation: Any) -> Any:
+    """The type Dagster's config system takes for a ``TrainingParams`` field: a list for a tuple,
+    a string for a ``Literal`` (the model checks the value in ``to_params``)."""
+    origin = typing.get_origin(annotation)
+    if origin is tuple:
+        return list[typing.get_args(annotation)[0]]
+    if origin is typing.Literal:
+        return str
+    return annotation
 
 
-def _f(name: str):
-    info = TrainingParams.model_fields[name]
-    default = getattr(_DEFAULTS, name)
-    if isinstance(default, tuple):
-        default = list(default)
-    return Field(default=default, description=info.description)
+def launchpad_fields(model: type[BaseModel]) -> dict[str, Any]:
+    """Every field of ``model`` as a Dagster config field: its default and description, no constraint."""
+    defaults = model()
+    fields = {}
+    for name, info in model.model_fields.items():
+        default = getattr(defaults, name)
+        fields[name] = (_launchpad_type(info.annotation),
+                        Field(default=list(default) if isinstance(default, tuple) else default,
+                              description=info.description))
+    return fields
 
 
-class TrainingConfig(dg.Config):
-    """Run config of ``trained_model`` (the launchpad form)."""
+class TrainingRunConfig(dg.Config):
+    """What a run's config adds to the training parameters (every ``TrainingParams`` field is a
+    field of :data:`TrainingConfig` too, with its default and description)."""
 
-    model_name: str = _f("model_name")
-    dataset_window_days: int = _f("dataset_window_days")
-    gpu_pool: str = _f("gpu_pool")
-    num_workers: int = _f("num_workers")
-    gpus_per_worker: int = _f("gpus_per_worker")
-    cpus_per_worker: float | None = _f("cpus_per_worker")
-    epochs: int = _f("epochs")
-    validation_fraction: float = _f("validation_fraction")
-    early_stopping_patience: int = _f("early_stopping_patience")
-    early_stopping_min_steps: int = _f("early_stopping_min_steps")
-    early_stopping_min_delta: float = _f("early_stopping_min_delta")
-    early_stopping_metric: str = _f("early_stopping_metric")
-    batch_size: int = _f("batch_size")
-    learning_rate: float = _f("learning_rate")
-    embedding_learning_rate: float | None = _f("embedding_learning_rate")
-    embedding_eps: float = _f("embedding_eps")
-    dense_weight_decay: float = _f("dense_weight_decay")
-    final_lr_fraction: float = _f("final_lr_fraction")
-    embedding_dim: int = _f("embedding_dim")
-    hash_buckets: int = _f("hash_buckets")
-    dense_arch: list[int] = _f("dense_arch")
-    over_arch: list[int] = _f("over_arch")
-    concat_embeddings: bool = _f("concat_embeddings")
-    wide: bool = _f("wide")
-    min_id_count: int = _f("min_id_count")
-    count_features: bool = _f("count_features")
-    dense_normalization: bool = _f("dense_normalization")
-    seed: int = _f("seed")
-    max_failures: int = _f("max_failures")
-    profile_steps: bool = _f("profile_steps")
     warm_start: Optional[bool] = Field(
         None, description="Start each day's version from the previous day's version (this run's, else the newest "
         "on storage) instead of a random init. Unset: on for a multi-day (backfill) run, off for one day.")
 
     def to_params(self) -> TrainingParams:
-        return params_or_failure(self.model_dump(exclude={"warm_start"}))
+        return params_or_failure(self.model_dump(exclude=set(TrainingRunConfig.model_fields)))
+
+
+# Run config of ``trained_model`` (the launchpad form): the training parameters, one field each,
+# generated from ``TrainingParams`` so that the two never drift apart.
+TrainingConfig = create_model("TrainingConfig", __base__=TrainingRunConfig, __module__=__name__,
+                              **launchpad_fields(TrainingParams))
 
 
 def params_or_failure(values: dict) -> TrainingParams:

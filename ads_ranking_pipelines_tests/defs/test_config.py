@@ -152,3 +152,13 @@ def test_dev_mode_needs_object_storage(tmp_path):
                    dev_working_tree=str(tmp_path))
     with pytest.raises(dg.Failure, match=r"ADS_RANKING_DEV_WORKING_TREE=.*s3:// or gs://"):
         kube.cluster_request(TrainingParams(gpu_pool="cpu-standard"), "abcdef01")
+
+
+def test_the_launchpad_form_has_every_training_parameter_with_its_default_and_description():
+    """The run config is generated from ``TrainingParams``: a parameter added there is in the form."""
+    schema = TrainingConfig.to_fields_dict()
+    assert set(TrainingParams.model_fields) | {"warm_start"} == set(schema)
+    for name, info in TrainingParams.model_fields.items():
+        assert schema[name].description == info.description, name
+    assert TrainingConfig(dense_arch=[8, 4]).to_params().dense_arch == (8, 4)
+    assert TrainingConfig(early_stopping_metric="auc").to_params().early_stopping_metric == "auc"
