@@ -6,19 +6,16 @@ from __future__ import annotations
 from typing import Any, Literal, Optional
 
 import dagster as dg
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, create_model
 
 from ads_ranking_pipelines.config.errors import format_validation_error
-from ads_ranking_pipelines.config.source import (
-    SYNTHETIC_DENSE,
-    SYNTHETIC_LABEL,
-    SYNTHETIC_SPARSE,
-    SourceConfig,
-    SyntheticSpec,
-)
+from ads_ranking_pipelines.config.source import SourceConfig, SyntheticSpec
+from ads_ranking_pipelines.defs.config import launchpad_fields
 from ads_ranking_pipelines.storage.layout import StorageLayout
 
-_SYN = SyntheticSpec()
+# The synthetic generator's knobs as a nested config block (``synthetic: {rows_per_day: ...}``).
+SyntheticConfig = create_model("SyntheticConfig", __base__=dg.Config, __module__=__name__,
+                               **launchpad_fields(SyntheticSpec))
 
 
 class StorageResource(dg.ConfigurableResource):
@@ -31,18 +28,17 @@ class StorageResource(dg.ConfigurableResource):
 
 
 class EventSourceResource(dg.ConfigurableResource):
-    """Where impression events live and which columns are label / dense / sparse."""
+    """Where impression events live and which columns are label / dense / sparse: the fields of
+    :class:`~ads_ranking_pipelines.config.source.SourceConfig`, in its shape (unset: its default,
+    e.g. a file kind's fixed columns), validated by it in :meth:`source_config`."""
 
     kind: Literal["synthetic", "parquet", "criteo_tsv", "avazu_csv"] = "synthetic"
     uri: Optional[str] = Field(None, description="parquet: root holding event_date=YYYY-MM-DD/ folders; "
                                "criteo_tsv/avazu_csv: the file(s), comma separated.")
-    label_column: str = SYNTHETIC_LABEL
-    dense_columns: list[str] = Field(default_factory=lambda: list(SYNTHETIC_DENSE))
-    sparse_columns: list[str] = Field(default_factory=lambda: list(SYNTHETIC_SPARSE))
-    synthetic_rows_per_day: int = _SYN.rows_per_day
-    synthetic_seed: int = _SYN.seed
-    synthetic_num_users: int = _SYN.num_users
-    synthetic_num_ads: int = _SYN.num_ads
+    label_column: Optional[str] = Field(None, description="Unset: the kind's (synthetic, criteo_tsv, avazu_csv).")
+    dense_columns: Optional[list[str]] = Field(None, description="Unset: the kind's.")
+    sparse_columns: Optional[list[str]] = Field(None, description="Unset: the kind's.")
+    synthetic: SyntheticConfig = Field(default_factory=SyntheticConfig)  # type: ignore[valid-type]
     completeness: Literal["success_marker", "none"] = "success_marker"
     start_date: Optional[str] = Field(None, description="criteo_tsv/avazu_csv: day of the first rows.")
     rows_per_day: Optional[int] = Field(None, description="criteo_tsv/avazu_csv: rows per day, in file order.")
@@ -54,37 +50,12 @@ class EventSourceResource(dg.ConfigurableResource):
     @classmethod
     def from_source(cls, source: SourceConfig) -> dict[str, Any]:
         """Resource config (a dict for run config) describing ``source``."""
-        return {
-            "kind": source.kind, "uri": source.uri, "label_column": source.label_column,
-            "dense_columns": list(source.dense_columns), "sparse_columns": list(source.sparse_columns),
-            "synthetic_rows_per_day": source.synthetic.rows_per_day,
-            "synthetic_seed": source.synthetic.seed,
-            "synthetic_num_users": source.synthetic.num_users,
-            "synthetic_num_ads": source.synthetic.num_ads,
-            **_file_source_fields(source),
-        }
+        return source.model_dump(mode="json", exclude_none=True)
 
     def source_config(self, home: str) -> SourceConfig:
         try:
-            source = SourceConfig(
-                kind=self.kind, uri=self.uri, label_column=self.label_column,
-                dense_columns=tuple(self.dense_columns), sparse_columns=tuple(self.sparse_columns),
-                synthetic=SyntheticSpec(rows_per_day=self.synthetic_rows_per_day, seed=self.synthetic_seed,
-                                        num_users=self.synthetic_num_users, num_ads=self.synthetic_num_ads),
-                completeness=self.completeness, start_date=self.start_date, rows_per_day=self.rows_per_day,
-                events_uri=self.events_uri, max_bad_rows=self.max_bad_rows, features=self.features,
-            )
+            source = SourceConfig.model_validate(self.model_dump(exclude_none=True))
         except ValidationError as exc:
             raise dg.Failure(description=format_validation_error(exc, SourceConfig, prefix="source."),
                              allow_retries=False) from None
         return source.with_root(StorageLayout(home).root)
-
-
-def _file_source_fields(source: SourceConfig) -> dict[str, Any]:
-    return {
-        "completeness": source.completeness,
-        "start_date": source.start_date.isoformat() if source.start_date else None,
-        "rows_per_day": source.rows_per_day, "events_uri": source.events_uri,
-        "max_bad_rows": source.max_bad_rows,
-        "features": {k: v.model_dump(exclude_none=True) for k, v in source.features.items()},
-    }

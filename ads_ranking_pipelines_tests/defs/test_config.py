@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import dagster as dg
 import pytest
 
+from ads_ranking_pipelines.config.source import SourceConfig
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.defs.config import TrainingConfig
 from ads_ranking_pipelines.defs.ray_resources import KubeRayResource, LocalRayResource
@@ -162,3 +165,22 @@ def test_the_launchpad_form_has_every_training_parameter_with_its_default_and_de
         assert schema[name].description == info.description, name
     assert TrainingConfig(dense_arch=[8, 4]).to_params().dense_arch == (8, 4)
     assert TrainingConfig(early_stopping_metric="auc").to_params().early_stopping_metric == "auc"
+
+
+@pytest.mark.parametrize("source", [
+    SourceConfig(),
+    SourceConfig(kind="criteo_tsv", uri="/data/train.txt", start_date=dt.date(2026, 11, 1), rows_per_day=2000,
+                 features={"C1": {"hash_buckets": 100}}),
+    SourceConfig(kind="parquet", uri="/events", label_column="y", dense_columns=("a",), sparse_columns=("b",),
+                 completeness="none", synthetic={"rows_per_day": 500}),
+])
+def test_the_event_source_resource_is_the_source_config_in_its_own_shape(source):
+    config = EventSourceResource.from_source(source)
+    assert config == source.model_dump(mode="json", exclude_none=True)       # no field renamed or flattened
+    assert EventSourceResource(**config).source_config("/home") == source.with_root("/home")
+
+
+def test_a_file_kind_configured_in_the_launchpad_gets_its_fixed_columns():
+    src = EventSourceResource(kind="avazu_csv", uri="/a.csv", start_date="2026-11-01",
+                              rows_per_day=100).source_config("/home")
+    assert src.label_column == "click" and "site_id" in src.sparse_columns
