@@ -88,10 +88,10 @@ def versus(estimate: dict[str, float] | None, seconds: float) -> dict[str, Any]:
 
 
 def record_actual(layout: StorageLayout, params: TrainingParams, day: dt.date, meta: dict[str, Any],
-                  estimate: dict[str, float] | None, run_id: str) -> None:
+                  estimate: dict[str, float] | None) -> None:
     """The trained day's actual figures (its metadata) and its estimate into the history."""
     record_day(layout, params.model_name, {
         "model_version": meta["model_version"], "day": day.isoformat(), "gpu_pool": params.gpu_pool,
         "num_workers": params.num_workers, "gpus_per_worker": params.gpus_per_worker,
         "rows": meta.get("rows"), "wall_seconds": meta["job_wall_seconds"], "gpu_hours": meta["gpu_hours"],
-        "worker_hours": meta["worker_hours"], "run_id": run_id, "estimate": estimate})
+        "worker_hours": meta["worker_hours"], "estimate": estimate})

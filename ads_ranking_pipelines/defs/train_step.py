@@ -78,18 +78,17 @@ def train_days(context: dg.AssetExecutionContext, ray_cluster: RayClusterResourc
         _keep_finished(context, registry, the_plan, results, metadata, exc)
         raise
     for d in spec.days:
-        _add_day(context, registry, the_plan, metadata, d, results.days[d.day.isoformat()], outcome.job_id)
+        _add_day(registry, the_plan, metadata, d, results.days[d.day.isoformat()], outcome.job_id)
     metadata.attach()
     return [d.model_version for d in spec.days]
 
 
-def _add_day(context: dg.AssetExecutionContext, registry: ModelRegistry, the_plan: TrainPlan, metadata: DayMetadata,
-             d: TrainDay, r: dict[str, Any], job_id: str | None) -> None:
+def _add_day(registry: ModelRegistry, the_plan: TrainPlan, metadata: DayMetadata, d: TrainDay, r: dict[str, Any],
+             job_id: str | None) -> None:
     """The day's metadata on the step, and its actual time beside the estimate in the history."""
     meta = _day_metadata(the_plan, d, r, job_id)
     metadata.add(d.day.isoformat(), meta)
-    record_actual(registry.layout, the_plan.spec.params, d.day, meta, the_plan.estimates.get(d.day.isoformat()),
-                  context.run.run_id)
+    record_actual(registry.layout, the_plan.spec.params, d.day, meta, the_plan.estimates.get(d.day.isoformat()))
 
 
 def _day_metadata(the_plan: TrainPlan, d: TrainDay, r: dict[str, Any], job_id: str | None) -> dict[str, Any]:
@@ -116,7 +115,7 @@ def _keep_finished(context: dg.AssetExecutionContext, registry: ModelRegistry, t
     discarded = [d.model_version for d in spec.days if registry.discard_incomplete(d.model_version)]
     kept = [d for d in spec.days if d.day.isoformat() in results.days and registry.is_complete(d.model_version)]
     for d in kept:
-        _add_day(context, registry, the_plan, metadata, d, results.days[d.day.isoformat()], None)
+        _add_day(registry, the_plan, metadata, d, results.days[d.day.isoformat()], None)
     metadata.record_finished()
     stopped = next((d for d in spec.days if d.day.isoformat() not in results.days), None)
     why = "the run was cancelled" if isinstance(exc, (dg.DagsterExecutionInterruptedError, KeyboardInterrupt)) \

@@ -15,6 +15,10 @@ def duration(seconds: float | None) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
+def _num(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
 def _money(value: float | None) -> str:
     return "unknown (no cost rate in the pool catalog)" if value is None else f"{value:.4g}"
 
@@ -27,7 +31,7 @@ def _estimate_lines(e: Estimate) -> list[str]:
         f"{duration(e.wall_seconds('high_seconds'))}), {e.gpu_hours():.4g} GPU-hours, "
         f"{e.worker_hours():.4g} worker-hours, cost {_money(e.cost())}",
         f"  rests on {e.basis_days} past day(s) of {e.model_name} on {e.gpu_pool}: training seconds per "
-        f"1M window rows median {e.rate_median * 1e6:.4g}, spread {e.rate_low * 1e6:.4g}..{e.rate_high * 1e6:.4g}"
+        f"1M window rows median {_num(e.rate_median * 1e6)}, spread {_num(e.rate_low * 1e6)}..{_num(e.rate_high * 1e6)}"
         " (the training job's time per day; cluster start not included)"]
     lines += [f"  note: {e.note}"] if e.note else []
     lines += [f"    {d.day}: {d.rows if d.rows is not None else 'unknown'} window rows, ~{duration(d.wall_seconds)}"

@@ -2,7 +2,8 @@
 
 One small JSON document per model version, ``models/<model>/history/<version>.json``, written
 by the training step once the version is complete: the day, pool, workers, window rows, the
-training job's wall seconds for the day and its GPU-/worker-hours, and what the pre-flight
+training job's wall seconds for the day and its GPU-/worker-hours (the version names the run:
+``<day>-<run id[:8]>``), and what the pre-flight
 estimate said for that day (``estimate``, None when there was none), so estimate and actual
 sit side by side. It lives beside the versions on the storage root, so it outlives the Dagster
 instance and reads the same from the CLI, Dagster and X-Ray.
@@ -18,7 +19,7 @@ from ads_ranking_pipelines.storage.layout import StorageLayout
 
 HISTORY_DIR = "history"
 FIELDS = ("model_version", "day", "gpu_pool", "num_workers", "gpus_per_worker", "rows", "wall_seconds",
-          "gpu_hours", "worker_hours", "run_id", "estimate")
+          "gpu_hours", "worker_hours", "estimate")
 
 
 def history_root(layout: StorageLayout, model_name: str) -> str:
