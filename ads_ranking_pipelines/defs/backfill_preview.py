@@ -81,7 +81,7 @@ def day_estimates(preview: Preview) -> dict[str, dict[str, float]]:
 def versus(estimate: dict[str, float] | None, seconds: float) -> dict[str, Any]:
     """The day's metadata fields of estimate vs actual."""
     if not estimate:
-        return {"estimated_wall_seconds": "none (no history)"}
+        return {"estimate_note": "none: no recorded day of the model on the pool before this run"}
     est = estimate["wall_seconds"]
     return {"estimated_wall_seconds": est, "estimated_gpu_hours": estimate["gpu_hours"],
             "estimate_error_pct": round((seconds - est) / est * 100, 1) if est else 0.0}

@@ -13,7 +13,7 @@ from ads_ranking_pipelines.config.source import SourceConfig, SyntheticSpec
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.contracts.ranges import DAY_RESULT
 from ads_ranking_pipelines.defs import train_step
-from ads_ranking_pipelines.defs.backfill_preview import day_estimates, range_preview
+from ads_ranking_pipelines.defs.backfill_preview import day_estimates, range_preview, versus
 from ads_ranking_pipelines.defs.range_jobs import DayMetadata, DayResults
 from ads_ranking_pipelines.storage import fs
 from ads_ranking_pipelines.storage.layout import StorageLayout
@@ -51,3 +51,8 @@ def test_a_trained_day_records_its_actual_beside_the_estimate_and_the_next_estim
     # the next estimate rests on both days: median of 0.05 and 0.04 s/row
     assert range_preview(PARAMS, pool, layout, SOURCE, D).estimate.basis_days == 2
     assert range_preview(PARAMS, pool, layout, SOURCE, D[:1]).estimate.wall_seconds() == 45.0
+
+
+def test_a_day_trained_without_history_says_it_had_no_estimate():
+    assert versus(None, 12.0) == {"estimate_note": "none: no recorded day of the model on the pool before this run"}
+    assert versus({"wall_seconds": 10.0, "gpu_hours": 0.0}, 12.0)["estimate_error_pct"] == 20.0
