@@ -91,3 +91,12 @@ def test_the_runs_budget_override_refuses_too_and_dry_run_shows_over(tmp_path):
     bad = run_cli("pipeline", "backfill", *RANGE, *SMALL, "--budget-gpu-hours", "-3", env=env)
     assert bad.returncode == 2 and "invalid budget_gpu_hours=-3.0; valid: a number > 0" in bad.stderr
     _nothing_started(tmp_path)
+
+
+def test_pools_list_shows_the_cost_rates_and_budgets(tmp_path):
+    result = run_cli("pools", "list", "-o", "json", env=_env(tmp_path, cost_per_worker_hour=2.0, budget_cost=0.05))
+    assert result.returncode == 0, result.stderr
+    (pool,) = json.loads(result.stdout)["pools"]
+    assert (pool["cost_per_worker_hour"], pool["budget_cost"], pool["cost_per_gpu_hour"], pool["budget_gpu_hours"]
+            ) == (2.0, 0.05, None, None)
+    assert pool["max_concurrent_runs"] == 2
