@@ -12,6 +12,7 @@ from collections.abc import Mapping
 import dagster as dg
 
 from ads_ranking_pipelines.config.settings import Settings
+from ads_ranking_pipelines.defs.backfill_preview import range_preview
 from ads_ranking_pipelines.defs.assets import batch_scores, impressions, model_evaluation, trained_model
 from ads_ranking_pipelines.defs.champion_asset import champion_changed, champion_spec
 from ads_ranking_pipelines.defs.champion_jobs import promote_model, rollback_model
@@ -24,7 +25,7 @@ from ads_ranking_pipelines.defs.tags import run_tags
 
 __all__ = ["JOB_NAME", "build_definitions", "champion_changed", "dagster_run_status", "daily_partitions",
            "evaluation_config_fields", "event_source_config", "mark_collected", "mark_dead_runs",
-           "range_tags", "ray_resource",
+           "range_preview", "range_tags", "ray_resource",
            "run_config", "run_tags"]
 
 event_source_config = EventSourceResource.from_source

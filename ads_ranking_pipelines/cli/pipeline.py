@@ -200,16 +200,29 @@ def backfill(
     gate: Optional[list[str]] = _OPTS["gate"], no_wait: bool = _OPTS["no_wait"],
     cluster: Optional[str] = _OPTS["cluster"], ray_address: Optional[str] = _OPTS["ray_address"],
     keep_warm: Optional[float] = _OPTS["keep_warm"],
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the preview (estimate from this model's recorded "
+                                 "days on the pool, capacity, proposed split, budget) and start nothing; exit 2 "
+                                 "if the range is over its budget."),
+    budget_gpu_hours: Optional[float] = typer.Option(None, "--budget-gpu-hours", help="Refuse the range when it is "
+                                                     "estimated over this many GPU-hours (default: the pool's)."),
+    budget_cost: Optional[float] = typer.Option(None, "--budget-cost", help="Refuse the range when its estimated "
+                                                "cost is over this (default: the pool's)."),
 ) -> None:
-    """Run daily_retraining over a date range as ONE run on one cluster: one version per day, in date order."""
+    """Run daily_retraining over a date range as ONE run on one cluster: one version per day, in date order.
+    The preview is printed first; a range over its budget exits 2 before anything starts."""
+    from ads_ranking_pipelines.cli.preview import preview_backfill
+
     d1, d2 = _day(first, "--from"), _day(last, "--to")
     if d2 < d1:
         fail(f"invalid --to={d2}: before --from={d1}", EXIT_INVALID)
     target = _target(cluster, ray_address, keep_warm)
     params, src = _inputs(source, window_days, workers, epochs, batch_size, gpu_pool, model_name, rows_per_day, param,
                           target)
+    budget = {"budget_gpu_hours": budget_gpu_hours, "budget_cost": budget_cost}
+    days = [d1 + dt.timedelta(days=i) for i in range((d2 - d1).days + 1)]
+    preview_backfill(days, params, src, dict(os.environ), budget, dry_run)
     _finish(run_pipeline(d1, params, src, dict(os.environ), verbose=verbose, last=d2, warm_start=warm_start,
-                         evaluation=_gates(gate), wait=not no_wait, target=target))
+                         evaluation=_gates(gate), wait=not no_wait, target=target, budget=budget))
 
 
 def _finish(summary: dict[str, Any]) -> None:
@@ -230,11 +243,13 @@ def _sigterm_interrupts() -> None:
 
 
 def run_config(params: TrainingParams, source: SourceConfig, warm_start: bool | None = None,
-               evaluation: dict[str, Any] | None = None, verbose: bool = True) -> dict[str, Any]:
+               evaluation: dict[str, Any] | None = None, verbose: bool = True,
+               budget: dict[str, float | None] | None = None) -> dict[str, Any]:
     from ads_ranking_pipelines.definitions import event_source_config
     from ads_ranking_pipelines.definitions import run_config as job_run_config
 
-    config = job_run_config(params, event_source_config(source), warm_start=warm_start, evaluation=evaluation)
+    config = job_run_config(params, event_source_config(source), warm_start=warm_start, evaluation=evaluation,
+                            budget=budget)
     if not verbose:        # the event log is still stored in full; only the console logger is quiet
         config["loggers"] = {"console": {"config": {"log_level": "CRITICAL"}}}
     return config
@@ -303,7 +318,7 @@ def _take_pool_slot(stack: contextlib.ExitStack, instance: Any, pool: str, run_i
 def run_pipeline(day: dt.date, params: TrainingParams, source: SourceConfig, environ: dict[str, str],
                  verbose: bool = True, last: dt.date | None = None, warm_start: bool | None = None,
                  evaluation: dict[str, Any] | None = None, wait: bool = True,
-                 target: dict[str, str] | None = None) -> dict[str, Any]:
+                 target: dict[str, str] | None = None, budget: dict[str, float | None] | None = None) -> dict[str, Any]:
     """Execute the job for ``day`` (or ``day..last`` in one run) in this process, recorded in the
     Dagster instance, once the run's GPU pool has a slot (or exit 1 with ``wait=False``); returns
     the summary (the JSON line). ``target``: run on that existing cluster (``--cluster``/``--ray-address``)."""
@@ -335,7 +350,8 @@ def run_pipeline(day: dt.date, params: TrainingParams, source: SourceConfig, env
             _take_pool_slot(stack, instance, params.gpu_pool, run_id, environ, wait)
             stack.enter_context(narrator)
             result = job.execute_in_process(
-                run_config=run_config(params, source, warm_start, evaluation, verbose=verbose), instance=instance,
+                run_config=run_config(params, source, warm_start, evaluation, verbose=verbose, budget=budget),
+                instance=instance,
                 partition_key=day.isoformat() if last == day else None, tags=tags, run_id=run_id,
                 raise_on_error=False)
         per_day = _summaries(result, days, source)

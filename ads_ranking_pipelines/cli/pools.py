@@ -52,6 +52,9 @@ def list_pools(
             "machine_type": pool.machine_type,
             "local": pool.local,
             "node_selector": dict(pool.node_selector),
+            "max_concurrent_runs": pool.max_concurrent_runs,
+            "cost_per_gpu_hour": pool.cost_per_gpu_hour, "cost_per_worker_hour": pool.cost_per_worker_hour,
+            "budget_gpu_hours": pool.budget_gpu_hours, "budget_cost": pool.budget_cost,
             "description": " ".join(pool.description.split()),
         })
     if output is render.TableOutput.json:

@@ -203,6 +203,16 @@ class GpuPool(BaseModel):
     local: bool = False
     kueue: KueueQueue | None = Field(
         None, description="Share the pool through this Kueue LocalQueue; None: no Kueue.")
+    cost_per_gpu_hour: float | None = Field(
+        None, ge=0, description="What one GPU-hour on the pool costs (any currency); None: unknown.")
+    cost_per_worker_hour: float | None = Field(
+        None, ge=0, description="What one worker-hour costs beside its GPUs (its CPUs and memory; the only "
+        "cost on a CPU pool); None: unknown.")
+    budget_gpu_hours: float | None = Field(
+        None, gt=0, description="Most GPU-hours one run (a backfill's whole range) may be estimated to take; "
+        "a run over it is refused before any cluster starts. None: no limit.")
+    budget_cost: float | None = Field(
+        None, gt=0, description="Most cost one run may be estimated to take (needs a cost rate). None: no limit.")
 
     @field_validator("memory_per_node")
     @classmethod
@@ -223,6 +233,12 @@ class GpuPool(BaseModel):
             raise ValueError(f"local pool {self.name!r} cannot select or tolerate nodes")
         if self.local and self.kueue is not None:
             raise ValueError(f"local pool {self.name!r} cannot use Kueue (no Kubernetes)")
+        if self.budget_gpu_hours is not None and not self.has_gpus:
+            raise ValueError(f"pool {self.name!r} has no GPUs, so budget_gpu_hours={self.budget_gpu_hours:g} "
+                             "never binds; valid: budget_cost with cost_per_worker_hour on a CPU pool")
+        if self.budget_cost is not None and self.cost_per_gpu_hour is None and self.cost_per_worker_hour is None:
+            raise ValueError(f"pool {self.name!r} has budget_cost={self.budget_cost:g} but no cost rate; "
+                             "valid: set cost_per_gpu_hour and/or cost_per_worker_hour")
         if self.max_concurrent_runs is None and self.kueue is None:
             raise ValueError(f"pool {self.name!r} has max_concurrent_runs unset; valid: 1-1000, "
                              "or unset only on a pool with `kueue:` (Kueue's quota limits it)")

@@ -15,6 +15,7 @@ Values move through the model registry, not an IO manager: a version is found ag
 day and the run that trained it.
 """
 
+import dataclasses
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 import dagster as dg
 
 from ads_ranking_pipelines.config.training import TrainingParams
+from ads_ranking_pipelines.defs.backfill_preview import check_budget, day_estimates
 from ads_ranking_pipelines.defs.checks import CHECK_SPECS, check_results
 from ads_ranking_pipelines.defs.config import EvaluationConfig, TrainingConfig
 from ads_ranking_pipelines.defs.evaluate_step import evaluate_days
@@ -90,9 +92,11 @@ def trained_model(context: dg.AssetExecutionContext, config: TrainingConfig, sto
     warm = config.warm_start if config.warm_start is not None else len(days) > 1
     registry = _registry(context, storage, params.model_name)
     check_scoring_ahead(context, registry, source, days, settled="model_evaluation" not in run_assets(context))
+    preview, estimate_meta = check_budget(context, ray_cluster, params, registry.layout, source, days, config)
     the_plan = plan(registry, params, source, days, context.run.run_id, warm, cluster_record(ray_cluster, request))
+    the_plan = dataclasses.replace(the_plan, estimates=day_estimates(preview))
     versions = train_days(context, ray_cluster, registry, the_plan, request)
-    return dg.MaterializeResult(metadata={"model_versions": ", ".join(versions), "days": len(days)})
+    return dg.MaterializeResult(metadata={"model_versions": ", ".join(versions), "days": len(days), **estimate_meta})
 
 
 def cluster_record(ray_cluster: RayClusterResource, request: Any) -> dict[str, Any]:

@@ -49,6 +49,13 @@ class TrainingRunConfig(dg.Config):
         None, description="Start each day's version from the previous day's version (this run's, else the newest "
         "on storage) instead of a random init. Unset: on for a multi-day (backfill) run, off for one day.")
 
+    budget_gpu_hours: Optional[float] = Field(
+        None, description="Refuse the run, before any cluster starts, when its range is estimated (from this "
+        "model's recorded days on the pool) to take more GPU-hours than this. Unset: the pool's budget_gpu_hours.")
+    budget_cost: Optional[float] = Field(
+        None, description="Refuse the run when its estimated cost (the pool catalog's rates) is over this. "
+        "Unset: the pool's budget_cost.")
+
     def to_params(self) -> TrainingParams:
         return params_or_failure(self.model_dump(exclude=set(TrainingRunConfig.model_fields)))
 

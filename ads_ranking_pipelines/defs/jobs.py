@@ -30,11 +30,14 @@ daily_retraining = dg.define_asset_job(
 
 
 def run_config(params: TrainingParams, source_resource: dict[str, Any] | None = None,
-               warm_start: bool | None = None, evaluation: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Run config of ``daily_retraining`` for ``params`` (and an event-source resource config)."""
+               warm_start: bool | None = None, evaluation: dict[str, Any] | None = None,
+               budget: dict[str, float] | None = None) -> dict[str, Any]:
+    """Run config of ``daily_retraining`` for ``params`` (and an event-source resource config);
+    ``budget``: the run's ``budget_gpu_hours`` / ``budget_cost`` overrides."""
     training = params.model_dump(mode="json")
     if warm_start is not None:
         training["warm_start"] = warm_start
+    training.update({k: v for k, v in (budget or {}).items() if v is not None})
     config: dict[str, Any] = {"ops": {"trained_model": {"config": training}}}
     if evaluation:
         config["ops"]["model_evaluation"] = {"config": evaluation}

@@ -18,6 +18,7 @@ import dagster as dg
 
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.contracts.ranges import TrainDay, TrainRangeSpec
+from ads_ranking_pipelines.defs.backfill_preview import record_actual, versus
 from ads_ranking_pipelines.defs.partitions import window_days
 from ads_ranking_pipelines.defs.range_jobs import DayMetadata, DayResults, job_spec, numeric, run_days, session, span
 from ads_ranking_pipelines.defs.ray_resources import RayClusterResource
@@ -42,6 +43,7 @@ def previous_version(registry: ModelRegistry, day: dt.date) -> str | None:
 class TrainPlan:
     spec: TrainRangeSpec
     warm_from: dict[str, str | None]      # ISO day -> the version it starts from (None: random init)
+    estimates: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)  # ISO day -> pre-flight estimate
 
 
 def plan(registry: ModelRegistry, params: TrainingParams, source: Any, days: list[dt.date], run_id: str,
@@ -76,9 +78,17 @@ def train_days(context: dg.AssetExecutionContext, ray_cluster: RayClusterResourc
         _keep_finished(context, registry, the_plan, results, metadata, exc)
         raise
     for d in spec.days:
-        metadata.add(d.day.isoformat(), _day_metadata(the_plan, d, results.days[d.day.isoformat()], outcome.job_id))
+        _add_day(registry, the_plan, metadata, d, results.days[d.day.isoformat()], outcome.job_id)
     metadata.attach()
     return [d.model_version for d in spec.days]
+
+
+def _add_day(registry: ModelRegistry, the_plan: TrainPlan, metadata: DayMetadata, d: TrainDay, r: dict[str, Any],
+             job_id: str | None) -> None:
+    """The day's metadata on the step, and its actual time beside the estimate in the history."""
+    meta = _day_metadata(the_plan, d, r, job_id)
+    metadata.add(d.day.isoformat(), meta)
+    record_actual(registry.layout, the_plan.spec.params, d.day, meta, the_plan.estimates.get(d.day.isoformat()))
 
 
 def _day_metadata(the_plan: TrainPlan, d: TrainDay, r: dict[str, Any], job_id: str | None) -> dict[str, Any]:
@@ -93,6 +103,7 @@ def _day_metadata(the_plan: TrainPlan, d: TrainDay, r: dict[str, Any], job_id: s
         "gpu_pool": params.gpu_pool, "job_wall_seconds": round(seconds, 2),
         "worker_hours": params.num_workers * hours, "gpu_hours": params.num_workers * params.gpus_per_worker * hours,
         **numeric({k: r.get(k) for k in RESULT_FIELDS}),
+        **versus(the_plan.estimates.get(d.day.isoformat()), seconds),
         "sharding_plan": dg.MetadataValue.json(r.get("sharding_plan") or {}),
     }
 
@@ -104,7 +115,7 @@ def _keep_finished(context: dg.AssetExecutionContext, registry: ModelRegistry, t
     discarded = [d.model_version for d in spec.days if registry.discard_incomplete(d.model_version)]
     kept = [d for d in spec.days if d.day.isoformat() in results.days and registry.is_complete(d.model_version)]
     for d in kept:
-        metadata.add(d.day.isoformat(), _day_metadata(the_plan, d, results.days[d.day.isoformat()], None))
+        _add_day(registry, the_plan, metadata, d, results.days[d.day.isoformat()], None)
     metadata.record_finished()
     stopped = next((d for d in spec.days if d.day.isoformat() not in results.days), None)
     why = "the run was cancelled" if isinstance(exc, (dg.DagsterExecutionInterruptedError, KeyboardInterrupt)) \

@@ -209,3 +209,33 @@ def test_kueue_pool_leaves_the_run_limit_to_kueue_and_others_must_keep_one() -> 
         GpuPool(**base, kueue={"local_queue": "q", "priority_classes": {"urgent": "x"}})
     with pytest.raises(ValueError, match="cannot use Kueue"):
         GpuPool(**base, local=True, kueue={"local_queue": "q"})
+
+
+_LOCAL = {"name": "local", "local": True, "cpus_per_node": 8, "memory_per_node": "32Gi", "max_workers": 4}
+_GPU = {"name": "g", "gpu_type": "nvidia-l4", "node_selector": {"cloud.google.com/gke-accelerator": "nvidia-l4"},
+        "gpus_per_node": 8, "cpus_per_node": 96, "memory_per_node": "384Gi", "max_workers": 4}
+
+
+def test_cost_rates_and_budgets_load_from_the_catalog(tmp_path: Path) -> None:
+    catalog = load_catalog(_write(tmp_path, {"pools": [
+        {**_LOCAL, "cost_per_worker_hour": 0.5, "budget_cost": 2},
+        {**_GPU, "cost_per_gpu_hour": 1.2, "budget_gpu_hours": 40, "budget_cost": 100}]}))
+    assert (catalog.get("local").cost_per_worker_hour, catalog.get("local").budget_cost) == (0.5, 2)
+    g = catalog.get("g")
+    assert (g.cost_per_gpu_hour, g.budget_gpu_hours, g.budget_cost) == (1.2, 40, 100)
+    shipped = load_catalog().get("h100-80gb")
+    assert shipped.cost_per_gpu_hour is None and shipped.budget_gpu_hours is None      # unknown, not invented
+
+
+@pytest.mark.parametrize("pool, needle", [
+    ({**_LOCAL, "budget_gpu_hours": 3}, "pool 'local' has no GPUs, so budget_gpu_hours=3 never binds; valid: "
+                                        "budget_cost with cost_per_worker_hour"),
+    ({**_GPU, "budget_cost": 9}, "pool 'g' has budget_cost=9 but no cost rate; valid: set cost_per_gpu_hour"),
+    ({**_GPU, "cost_per_gpu_hour": -1}, "cost_per_gpu_hour\n  Input should be greater than or equal to 0"),
+    ({**_GPU, "budget_gpu_hours": 0}, "budget_gpu_hours\n  Input should be greater than 0"),
+])
+def test_bad_cost_or_budget_names_the_value_and_what_is_valid(tmp_path: Path, pool: dict, needle: str) -> None:
+    pools = [pool] if pool["name"] == "local" else [_LOCAL, pool]
+    with pytest.raises(CatalogError) as info:
+        load_catalog(_write(tmp_path, {"pools": pools}))
+    assert needle in str(info.value)
