@@ -9,7 +9,7 @@ import pytest
 
 from ads_ranking_pipelines.config.source import SourceConfig
 from ads_ranking_pipelines.config.training import TrainingParams
-from ads_ranking_pipelines.defs.config import TrainingConfig
+from ads_ranking_pipelines.defs.config import TrainingConfig, TrainingRunConfig
 from ads_ranking_pipelines.defs.ray_resources import KubeRayResource, LocalRayResource
 from ads_ranking_pipelines.defs.resources import EventSourceResource
 
@@ -160,7 +160,7 @@ def test_dev_mode_needs_object_storage(tmp_path):
 def test_the_launchpad_form_has_every_training_parameter_with_its_default_and_description():
     """The run config is generated from ``TrainingParams``: a parameter added there is in the form."""
     schema = TrainingConfig.to_fields_dict()
-    assert set(TrainingParams.model_fields) | {"warm_start"} == set(schema)
+    assert set(TrainingParams.model_fields) | set(TrainingRunConfig.model_fields) == set(schema)
     for name, info in TrainingParams.model_fields.items():
         assert schema[name].description == info.description, name
     assert TrainingConfig(dense_arch=[8, 4]).to_params().dense_arch == (8, 4)
