@@ -18,6 +18,7 @@ A failure on day k raises after the days before k were yielded (their versions c
 from __future__ import annotations
 
 import dataclasses
+import queue as queue_mod
 import tempfile
 import threading
 import time
@@ -39,6 +40,7 @@ from ads_ranking_pipelines.training.sliding_window import SlidingWindow
 from ads_ranking_pipelines.training.window import Window
 
 DAY_END_POLL_S = 0.5
+FIT_END_GRACE_S = 5.0
 
 
 class DayRouter:
@@ -99,13 +101,20 @@ def _trainer(spec: TrainRangeSpec, config: dict[str, Any], storage: str):
 
 
 def _wait_day_end(pump: ProgressPump, fit: FitThread, i: int, done: set[int]) -> None:
-    """Until rank 0 reported day ``i``'s end; the fit's error if it ended first."""
+    """Until rank 0 reported day ``i``'s end; the fit's error if it ended without (records still
+    on their way through the queue get ``FIT_END_GRACE_S``)."""
+    ended_at = None
     while i not in done:
         try:
             done.add(pump.day_ends.get(timeout=DAY_END_POLL_S))
-        except Exception:                # queue.Empty
-            if not fit.is_alive() and pump.day_ends.empty():
-                raise fit.error or RuntimeError(f"the worker group ended before day {i + 1} was trained")
+            continue
+        except queue_mod.Empty:
+            pass
+        if fit.is_alive():
+            continue
+        ended_at = ended_at or time.monotonic()
+        if time.monotonic() - ended_at > FIT_END_GRACE_S:
+            raise fit.error or RuntimeError(f"the worker group ended before day {i + 1} of the range was trained")
 
 
 def export_day(day: TrainJobSpec, feature_spec: FeatureSpec, pump: ProgressPump, i: int, window: Window,
@@ -139,6 +148,7 @@ def train_range(spec: TrainRangeSpec, reporter_for: Callable[[int], Reporter], *
     """Train the range's days on one worker group; yields each day's result as its version is
     written (see the module docstring). ``worker_config`` adds keys to the workers' config."""
     import ray
+    import ray.data
 
     params, n = spec.params, len(spec.days)
     days = [spec.day_spec(i) for i in range(n)]
@@ -156,8 +166,8 @@ def train_range(spec: TrainRangeSpec, reporter_for: Callable[[int], Reporter], *
     warm_ref = single.warm_start_ref(days[0], params, feature_spec, reporter_for(0))
     fit = FitThread(_trainer(spec, _config(spec, feature_spec, storage, progress_q, feed, warm_ref, worker_config),
                              storage))
-    reporter_for(0).log(f"training {n} day(s) on one group of {params.num_workers} worker(s), at most "
-                        f"{params.epochs} epoch(s) a day ({'GPU' if params.uses_gpu else 'CPU'}), "
+    reporter_for(0).log(f"training {params.num_workers} worker(s), at most {params.epochs} epoch(s) a day, "
+                        f"{n} day(s) on one worker group ({'GPU' if params.uses_gpu else 'CPU'}), "
                         f"checkpoints under {storage}")
     done: set[int] = set()
     try:
