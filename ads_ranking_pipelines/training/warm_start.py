@@ -68,8 +68,9 @@ def apply(model: nn.Module, state: Mapping[str, torch.Tensor]) -> int:
     return len(own)
 
 
-def _bounds(where: tuple[slice, ...]) -> tuple[tuple[Any, Any], ...]:
-    return tuple((s.start, s.stop) for s in where)
+def _bounds(local: torch.Tensor, where: tuple[slice, ...]) -> tuple[Any, ...]:
+    """Where a local slice lies in the full tensor, and its shape: what a kept slice must match."""
+    return tuple((s.start, s.stop) for s in where), tuple(local.shape)
 
 
 class LocalWeights:
@@ -79,7 +80,7 @@ class LocalWeights:
 
     def __init__(self, model: nn.Module) -> None:
         with torch.no_grad():
-            self.slices = {key: {_bounds(where): local.detach().clone() for local, where in _local_slices(target)}
+            self.slices = {key: {_bounds(local, where): local.detach().clone() for local, where in _local_slices(target)}
                            for key, target in model.state_dict().items()}
 
     @torch.no_grad()
@@ -89,9 +90,9 @@ class LocalWeights:
         own = model.state_dict()
         for key, target in own.items():
             for local, where in _local_slices(target):
-                kept = self.slices.get(key, {}).get(_bounds(where))
+                kept = self.slices.get(key, {}).get(_bounds(local, where))
                 if kept is None:
-                    raise ValueError(f"warm start in memory: {key} slice {_bounds(where)} was not kept by this "
+                    raise ValueError(f"warm start in memory: {key} slice {_bounds(local, where)} was not kept by this "
                                      f"rank (kept: {sorted(self.slices.get(key, {}))})")
                 local.copy_(kept.to(local.device, local.dtype))
         model.load_state_dict(own)
