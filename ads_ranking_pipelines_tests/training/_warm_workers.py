@@ -47,9 +47,14 @@ def kept_slices_warm_start_a_new_sharded_model(rank: int, world: int) -> None:
     day1 = sharded(1)
     kept = warm_start.LocalWeights(day1)
     b = make_batch(toy_arrays(128, spec, seed=5), spec.sparse_columns)
+    day2 = sharded(2)                                   # (sharding needs autograd on)
+    other = warm_start.LocalWeights(day1)               # day 2 starts elsewhere: shifted weights
+    for slices in other.slices.values():
+        for t in slices.values():
+            t.add_(0.3) if t.is_floating_point() else None
+    other.apply(day2)
     with torch.no_grad():
         expected = day1(b.dense, b.sparse)
-        day2 = sharded(2)
         assert not torch.allclose(day2(b.dense, b.sparse), expected, atol=1e-4), "the fresh model already matched"
         assert kept.apply(day2) == len(day2.state_dict())
         assert torch.allclose(day2(b.dense, b.sparse), expected, atol=1e-6)
