@@ -1,7 +1,9 @@
 """Ray job: train the run's days in date order, one model version per day (TorchRec DLRM on Ray Train).
 
-Each version is written complete (manifest last) before the next day starts; with warm start a
-day starts from the version the day before just wrote. One result per day goes back as it ends.
+All days train on ONE Ray Train worker group (``training.range_trainer``): the window slides
+(each later day reads its new day only) and, with warm start, a day starts from the day
+before's best weights the workers kept in memory. Each version is written complete (manifest
+last) as its day ends; one result per day goes back as it ends.
 """
 
 from __future__ import annotations
@@ -15,14 +17,16 @@ from ads_ranking_pipelines.training.reporting import Reporter
 
 
 def body(spec: TrainRangeSpec, reporter: Reporter) -> Iterator[dict[str, Any]]:
-    from ads_ranking_pipelines.training.trainer import train
+    from ads_ranking_pipelines.training.range_trainer import train_range
 
+    day_reporters = [DayReporter(reporter, d.day) for d in spec.days]
     for i, d in enumerate(spec.days):
         one = spec.day_spec(i)
         reporter.log(f"day {i + 1}/{len(spec.days)}: {d.day} -> {d.model_version}"
                      + (f" (warm start from {one.init_model_uri})" if one.init_model_uri else ""))
-        result = train(one, DayReporter(reporter, d.day)).to_dict()
-        yield {"day": d.day.isoformat(), "warm_start_from": one.init_model_uri, **result}
+    for i, result in train_range(spec, day_reporters.__getitem__):
+        one = spec.day_spec(i)
+        yield {"day": spec.days[i].day.isoformat(), "warm_start_from": one.init_model_uri, **result.to_dict()}
 
 
 if __name__ == "__main__":

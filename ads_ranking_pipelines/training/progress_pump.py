@@ -27,6 +27,8 @@ class ProgressPump:
         self.epochs: list[dict[str, Any]] = []
         self.starts: list[dict[str, Any]] = []
         self.plan: str | None = None
+        self.group_starts = 0            # "group_started" records: worker-group starts (a range's)
+        self.day_ends: queue_mod.Queue[int] = queue_mod.Queue()   # a range's "day_end" day indexes
         self.thread = threading.Thread(target=self._run, name="train-progress", daemon=True)
 
     def __enter__(self) -> "ProgressPump":
@@ -73,6 +75,11 @@ class ProgressPump:
                 if kind == "sharding_plan":
                     self.plan = record.get("plan")
                     return
+                if kind == "day_end":
+                    self.day_ends.put(int(record["day_index"]))
+                    return
+                if kind == "group_started":
+                    self.group_starts += 1
                 if kind == "epoch":
                     self.epochs.append(record)
                 if kind == "started":

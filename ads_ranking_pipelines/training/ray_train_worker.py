@@ -28,7 +28,7 @@ Datasets: rank ``r`` reads its own shard, ``shard_name(DATASET_NAME, r)`` (and
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 import torch
@@ -70,32 +70,20 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     params = TrainingParams.model_validate(config["params"])
     feature_spec = feature_spec_from_dict(config["feature_spec"])
     ctx = ray.train.get_context()
-    if params.uses_gpu:
-        device = ray.train.torch.get_device()
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
-    torch.set_num_threads(max(1, int(params.worker_cpus)))
+    device = worker_device(params)
     shuffle_buffer = int(config.get("shuffle_buffer") or 0) or None
     rank = ctx.get_world_rank()
     shard = ray.train.get_dataset_shard(shard_name(DATASET_NAME, rank))
     valid = (ray.train.get_dataset_shard(shard_name(VALID_DATASET_NAME, rank))
              if config.get("has_validation") else None)
-
-    def batches(epoch: int) -> Iterable[Mapping[str, np.ndarray]]:
-        return shard.iter_batches(batch_size=params.batch_size, batch_format="numpy",
-                                  drop_last=False, local_shuffle_buffer_size=shuffle_buffer,
-                                  local_shuffle_seed=(params.seed + epoch) if shuffle_buffer else None)
-
-    def valid_batches() -> Iterable[Mapping[str, np.ndarray]]:
-        return valid.iter_batches(batch_size=8192, batch_format="numpy", drop_last=False)
+    batches, valid_batches = shard_batches(shard, params, shuffle_buffer), valid_batches_of(valid)
 
     def report(metrics: dict[str, Any], ckpt_dir: str) -> None:
         ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(ckpt_dir))
 
     queue = config.get("progress_queue")
     kwargs = dict(device=device, batches=batches, report=report,
-                  valid_batches=valid_batches if valid is not None else None,
+                  valid_batches=valid_batches,
                   progress=QueueProgress(queue) if queue is not None and rank == 0 else None,
                   progress_every_s=float(config.get("progress_every_s", 5.0)),
                   local_world_size=ctx.get_local_world_size(), steps_per_epoch=config.get("steps_per_epoch"),
@@ -109,6 +97,35 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         return
     with checkpoint.as_directory() as resume_dir:
         run_worker(params, feature_spec, resume_dir=resume_dir, **kwargs)
+
+
+def worker_device(params: TrainingParams) -> torch.device:
+    """This worker's device (its GPU, set current, or the CPU), with the torch threads it may use."""
+    import ray.train.torch
+
+    torch.set_num_threads(max(1, int(params.worker_cpus)))
+    if not params.uses_gpu:
+        return torch.device("cpu")
+    device = ray.train.torch.get_device()
+    torch.cuda.set_device(device)
+    return device
+
+
+def shard_batches(shard: Any, params: TrainingParams, shuffle_buffer: int | None) -> Callable[[int], Iterable]:
+    """epoch -> this rank's numpy batches of ``shard`` (a Ray ``DataIterator``), reshuffled locally
+    with the epoch's seed."""
+    def batches(epoch: int) -> Iterable[Mapping[str, np.ndarray]]:
+        return shard.iter_batches(batch_size=params.batch_size, batch_format="numpy",
+                                  drop_last=False, local_shuffle_buffer_size=shuffle_buffer,
+                                  local_shuffle_seed=(params.seed + epoch) if shuffle_buffer else None)
+    return batches
+
+
+def valid_batches_of(valid: Any) -> Callable[[], Iterable] | None:
+    """() -> the numpy batches of this rank's validation part (None without one)."""
+    if valid is None:
+        return None
+    return lambda: valid.iter_batches(batch_size=8192, batch_format="numpy", drop_last=False)
 
 
 def _warm_start_state(ref: Any) -> Mapping[str, torch.Tensor] | None:

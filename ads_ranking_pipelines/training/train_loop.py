@@ -39,7 +39,7 @@ from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.training.checkpoint import checkpoint_bytes, load_checkpoint, save_checkpoint
 from ads_ranking_pipelines.training.epoch import train_epoch, validate
 from ads_ranking_pipelines.training.features import FeatureSpec
-from ads_ranking_pipelines.training.warm_start import apply as apply_warm_start
+from ads_ranking_pipelines.training.warm_start import LocalWeights, apply as apply_warm_start
 from ads_ranking_pipelines.training.worker import ProgressFn, Worker, setup_worker
 
 SELECTION_METRIC = "selection_loss"      # params.early_stopping_metric as a loss (see selection_loss)
@@ -77,6 +77,7 @@ class WorkerSummary:
     stopped_early: bool = False
     history: list[dict[str, Any]] = field(default_factory=list)
     plan_summary: dict[str, Any] = field(default_factory=dict)
+    best_weights: LocalWeights | None = None   # with keep_best: this rank's slices of the best epoch
 
 
 def end_epoch(w: Worker, state: LoopState, metrics: dict[str, Any], report: ReportFn) -> None:
@@ -171,8 +172,9 @@ def run_worker(
     callbacks: Sequence[Any] = (),
     steps_per_epoch: int | None = None,
     id_counts: Mapping[str, np.ndarray] | None = None,
-    warm_start: Mapping[str, torch.Tensor] | None = None,
+    warm_start: Mapping[str, torch.Tensor] | LocalWeights | None = None,
     shard_steps: int | None = None,
+    keep_best: bool = False,
 ) -> WorkerSummary:
     """Train until the validation slice stops improving or the epoch budget is spent.
 
@@ -181,15 +183,22 @@ def run_worker(
     ``params.epochs * steps_per_epoch`` steps (a function of the step, so a resumed run continues
     the same schedule); without ``steps_per_epoch`` they stay constant. ``shard_steps``: every
     rank's shard has exactly this many batches per epoch (``lockstep``: no collective per step).
+    ``warm_start``: full weights (an earlier version) or this rank's slices kept in memory
+    (``LocalWeights``); ``keep_best``: keep the best epoch's slices in ``summary.best_weights``
+    (None when the best epoch was trained before a resume).
     """
     w = setup_worker(params, feature_spec, device=device, local_world_size=local_world_size,
                      steps_per_epoch=steps_per_epoch, log=log, progress=progress,
                      progress_every_s=progress_every_s, callbacks=callbacks, id_counts=id_counts,
                      shard_steps=shard_steps)
     if warm_start is not None and not resume_dir:
-        n = apply_warm_start(w.sm.model, warm_start)
+        in_memory = isinstance(warm_start, LocalWeights)
+        n = warm_start.apply(w.sm.model) if in_memory else apply_warm_start(w.sm.model, warm_start)
         if w.rank == 0:
-            log(f"[train] warm start: {n} tensors from the previous version")
+            log(f"[train] warm start: {n} tensors from the previous "
+                + ("day's best epoch (in memory)" if in_memory else "version"))
+            if progress:
+                progress({"kind": "warm_start", "source": "memory" if in_memory else "version", "tensors": n})
     state = _resume(w, resume_dir)
     summary = WorkerSummary(rank=w.rank, start_epoch=state.epochs_done, epochs_done=state.epochs_done,
                             global_step=state.global_step, plan_summary=w.sm.plan_summary)
@@ -201,6 +210,8 @@ def run_worker(
         if valid_batches is not None:
             metrics.update(validate(w, valid_batches()))
         end_epoch(w, state, metrics, report)
+        if keep_best and metrics["is_best"]:
+            summary.best_weights = LocalWeights(w.sm.model)
         summary.history.append(metrics)
         if w.rank == 0:
             _log_epoch(w, metrics)

@@ -84,7 +84,7 @@ class TrainResult:
         return dataclasses.asdict(self)
 
 
-def _resources(params: TrainingParams) -> dict[str, float]:
+def resources(params: TrainingParams) -> dict[str, float]:
     res: dict[str, float] = {"CPU": params.worker_cpus}
     if params.uses_gpu:
         res["GPU"] = float(params.gpus_per_worker)
@@ -120,13 +120,13 @@ def _checkpoint_dirs(run_dir: str) -> list[str]:
             if n.startswith("checkpoint_") and fs.is_dir(fs.join(run_dir, n))]
 
 
-def _check_finished(last_state: dict[str, Any], params: TrainingParams) -> None:
+def check_finished(last_state: dict[str, Any], params: TrainingParams) -> None:
     done = int(last_state["epochs_done"])
     if done != params.epochs and not last_state.get("stopped_early"):
         raise RuntimeError(f"last checkpoint has {done} epoch(s), expected {params.epochs} "
                            "or an early stop")
 
-def _warm_start_ref(spec: TrainJobSpec, params: TrainingParams, feature_spec: FeatureSpec,
+def warm_start_ref(spec: TrainJobSpec, params: TrainingParams, feature_spec: FeatureSpec,
                     reporter: Reporter) -> Any:
     """The earlier version's weights in the object store, or None (no warm start, or it does not fit)."""
     if not spec.init_model_uri:
@@ -194,17 +194,20 @@ def start_train_coordinator() -> None:
     get_or_create_autoscaling_coordinator()
 
 
-def _progress_queue():
+def progress_queue():
     """A progress queue on the driver's node: a lost worker node must not take the progress
     records (and the restart count derived from them) with it."""
-    import ray
     from ray.util.queue import Queue
+
+    return Queue(maxsize=10_000, actor_options={"num_cpus": 0, **on_this_node()})
+
+
+def on_this_node() -> dict[str, Any]:
+    """Actor options that place an actor on this driver's node (hard affinity)."""
+    import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    return Queue(maxsize=10_000, actor_options={
-        "num_cpus": 0,
-        "scheduling_strategy": NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False),
-    })
+    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)}
 
 
 def _worker_config(params: TrainingParams, feature_spec: FeatureSpec, window: Window, progress_q: Any,
@@ -215,9 +218,7 @@ def _worker_config(params: TrainingParams, feature_spec: FeatureSpec, window: Wi
         "feature_spec": dataclasses.asdict(feature_spec),
         "progress_queue": progress_q,
         "progress_every_s": 5.0,
-        # the window is dealt out evenly over the workers (window.rank_parts): every rank has
-        # this many batches per epoch, so no per-step agreement is needed (lockstep)
-        "steps_per_epoch": max(1, math.ceil((window.train_rows // params.num_workers) / params.batch_size)),
+        "steps_per_epoch": steps_per_epoch(window, params),
         "equal_shards": True,
         "has_validation": window.valid is not None,
         "shuffle_buffer": 4 * params.batch_size,
@@ -227,13 +228,19 @@ def _worker_config(params: TrainingParams, feature_spec: FeatureSpec, window: Wi
     }
 
 
+def steps_per_epoch(window: Window, params: TrainingParams) -> int:
+    """Batches per rank and epoch: the window is dealt out evenly over the workers
+    (window.rank_parts), so every rank has this many and needs no per-step agreement (lockstep)."""
+    return max(1, math.ceil((window.train_rows // params.num_workers) / params.batch_size))
+
+
 # A CPU (gloo) rank that waits this long in one collective has lost a peer (seen: after a worker
 # node was killed, the restarted group hung in its first steps for the whole 30 min default):
 # the attempt fails and Ray Train restarts the group. NCCL keeps Ray's default.
 GLOO_COLLECTIVE_TIMEOUT_S = 300
 
 
-def _torch_config(uses_gpu: bool):
+def torch_config(uses_gpu: bool):
     from ray.train.torch import TorchConfig
 
     if uses_gpu:
@@ -252,8 +259,8 @@ def _trainer(spec: TrainJobSpec, config: dict[str, Any], window: Window, storage
         train_loop_per_worker,
         train_loop_config=config,
         scaling_config=ScalingConfig(num_workers=params.num_workers, use_gpu=params.uses_gpu,
-                                     resources_per_worker=_resources(params)),
-        torch_config=_torch_config(params.uses_gpu),
+                                     resources_per_worker=resources(params)),
+        torch_config=torch_config(params.uses_gpu),
         run_config=RunConfig(
             name=spec.run_name,
             storage_path=storage,
@@ -285,9 +292,9 @@ def train(spec: TrainJobSpec, reporter: Reporter, *,
         ray.init()
     start_train_coordinator()
     window = prepare_window(spec, feature_spec, reporter)
-    progress_q = _progress_queue()
+    progress_q = progress_queue()
     storage = fs.normalize(spec.ray_storage_uri)
-    warm_ref = _warm_start_ref(spec, params, feature_spec, reporter)
+    warm_ref = warm_start_ref(spec, params, feature_spec, reporter)
     trainer = _trainer(spec, _worker_config(params, feature_spec, window, progress_q, worker_config,
                                             warm_ref), window, storage)
     reporter.log(f"training {params.num_workers} worker(s), at most {params.epochs} epoch(s), on "
@@ -317,15 +324,27 @@ def export_best(spec: TrainJobSpec, feature_spec: FeatureSpec, result: Any, pump
     params = spec.params
     with result.checkpoint.as_directory() as ckpt_dir:
         last_state = read_train_state(ckpt_dir)
-    _check_finished(last_state, params)
+    check_finished(last_state, params)
     checkpoint = best_checkpoint(result, int(last_state.get("best_epoch") or last_state["epochs_done"]))
     with checkpoint.as_directory() as ckpt_dir:
         state = read_train_state(ckpt_dir)
         model = load_unsharded(ckpt_dir, params, feature_spec)
+    return write_version(spec, feature_spec, model, last_state, state, str(checkpoint.path),
+                         _checkpoint_dirs(fs.join(storage, spec.run_name)), pump.starts, pump.epochs, window,
+                         reporter, warm_started)
+
+
+def write_version(spec: TrainJobSpec, feature_spec: FeatureSpec, model: DLRM, last_state: dict[str, Any],
+                  state: dict[str, Any], checkpoint_path: str, checkpoint_paths: list[str],
+                  starts: list[dict[str, Any]], epochs: list[dict[str, Any]], window: Window, reporter: Reporter,
+                  warm_started: bool) -> TrainResult:
+    """Write ``model`` (the best epoch's, whose train state is ``state``) as the version; describe
+    the run (``last_state``: its last checkpoint's; ``starts``/``epochs``: the progress records)."""
+    params = spec.params
     best = state.get("metrics", {})
     # epochs already done when the first worker group started (a re-launched run), and how
     # often the group was restarted (a lost worker) and resumed from a checkpoint
-    restarts = max(0, len(pump.starts) - 1)
+    restarts = max(0, len(starts) - 1)
     if restarts:
         reporter.log(f"the worker group was restarted {restarts} time(s) and resumed from checkpoints")
     reporter.log(f"trained {last_state['epochs_done']} epoch(s)"
@@ -338,10 +357,10 @@ def export_best(spec: TrainJobSpec, feature_spec: FeatureSpec, result: Any, pump
         model_uri=spec.model_uri, model_version=spec.model_version, epochs=int(last_state["epochs_done"]),
         final_loss=float(last_state["loss"]),
         samples_per_s=float(last_state.get("metrics", {}).get("samples_per_s", 0.0)),
-        rows=window.rows, checkpoint_path=str(checkpoint.path), sharding_plan=plan, wall_seconds=0.0,
-        resumed_from_epoch=int(pump.starts[0]["epochs_done"]) if pump.starts else 0,
-        epoch_history=pump.epochs or [last_state.get("metrics", {})],
-        checkpoint_paths=_checkpoint_dirs(fs.join(storage, spec.run_name)), worker_restarts=restarts,
+        rows=window.rows, checkpoint_path=checkpoint_path, sharding_plan=plan, wall_seconds=0.0,
+        resumed_from_epoch=int(starts[0]["epochs_done"]) if starts else 0,
+        epoch_history=epochs or [last_state.get("metrics", {})],
+        checkpoint_paths=checkpoint_paths, worker_restarts=restarts,
         best_epoch=int(state["epochs_done"]), stopped_early=bool(last_state.get("stopped_early")),
         valid_logloss=best.get("valid_logloss"), valid_auc=best.get("valid_auc"), train_rows=window.train_rows,
     )

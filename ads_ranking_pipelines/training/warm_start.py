@@ -66,3 +66,34 @@ def apply(model: nn.Module, state: Mapping[str, torch.Tensor]) -> int:
             local.copy_(state[key][where].to(local.device, local.dtype))
     model.load_state_dict(own)
     return len(own)
+
+
+def _bounds(local: torch.Tensor, where: tuple[slice, ...]) -> tuple[Any, ...]:
+    """Where a local slice lies in the full tensor, and its shape: what a kept slice must match."""
+    return tuple((s.start, s.stop) for s in where), tuple(local.shape)
+
+
+class LocalWeights:
+    """One rank's slices of a model's weights, kept in memory (the best epoch of a range's day):
+    the next day's model on the same worker group, sharded the same way, starts from them
+    without reading the version back from storage."""
+
+    def __init__(self, model: nn.Module) -> None:
+        with torch.no_grad():
+            self.slices = {key: {_bounds(local, where): local.detach().clone() for local, where in _local_slices(target)}
+                           for key, target in model.state_dict().items()}
+
+    @torch.no_grad()
+    def apply(self, model: nn.Module) -> int:
+        """Copy the kept slices into ``model``; returns entries set. A model sharded differently
+        (a slice this rank did not keep) is an error naming the entry."""
+        own = model.state_dict()
+        for key, target in own.items():
+            for local, where in _local_slices(target):
+                kept = self.slices.get(key, {}).get(_bounds(local, where))
+                if kept is None:
+                    raise ValueError(f"warm start in memory: {key} slice {_bounds(local, where)} was not kept by this "
+                                     f"rank (kept: {sorted(self.slices.get(key, {}))})")
+                local.copy_(kept.to(local.device, local.dtype))
+        model.load_state_dict(own)
+        return len(own)

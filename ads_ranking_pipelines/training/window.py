@@ -114,7 +114,11 @@ def to_dataset(arrays: dict[str, np.ndarray]):
 def load_window(spec: TrainJobSpec, feature_spec: FeatureSpec, with_id_counts: bool = False) -> Window:
     """Read the window in time order, hold out its last part, shuffle the rest; see the module
     docstring. ``with_id_counts``: count the ids of the training rows too."""
-    arrays = read_arrays(spec, feature_spec)
+    return window_of(read_arrays(spec, feature_spec), spec, feature_spec, with_id_counts)
+
+
+def window_of(arrays: Arrays, spec: TrainJobSpec, feature_spec: FeatureSpec, with_id_counts: bool = False) -> Window:
+    """The window of ``arrays`` (the window's rows in time order): hold out, shuffle, deal out."""
     rows = len(arrays["label"])
     train, valid = hold_out(arrays, spec.params.validation_fraction)
     del arrays

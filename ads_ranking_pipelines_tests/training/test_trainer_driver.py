@@ -50,9 +50,9 @@ def test_ray_train_checks_its_workers_often_during_fit_unless_the_user_said_othe
 
 def test_a_cpu_collective_that_waits_past_the_timeout_fails_the_attempt_instead_of_hanging():
     """CI: after a worker node was killed, the restarted gloo group hung for the 30 min default."""
-    from ads_ranking_pipelines.training.trainer import GLOO_COLLECTIVE_TIMEOUT_S, _torch_config
+    from ads_ranking_pipelines.training.trainer import GLOO_COLLECTIVE_TIMEOUT_S, torch_config
 
-    cpu, gpu = _torch_config(False), _torch_config(True)
+    cpu, gpu = torch_config(False), torch_config(True)
     assert (cpu.backend, cpu.timeout_s) == ("gloo", GLOO_COLLECTIVE_TIMEOUT_S) and GLOO_COLLECTIVE_TIMEOUT_S <= 300
     assert gpu.backend == "nccl"
 

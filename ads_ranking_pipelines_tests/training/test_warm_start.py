@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from ads_ranking_pipelines.training import warm_start
@@ -27,3 +28,15 @@ def test_a_changed_architecture_is_named_not_loaded():
     wider = build_model(tiny_params(embedding_dim=16), tiny_spec(), torch.device("meta"))
     why = warm_start.incompatibility(state, wider)
     assert why is not None and ("shape" in why or "differ" in why)
+
+
+def test_the_best_weights_kept_in_memory_start_the_next_days_sharded_model():
+    from ._warm_workers import kept_slices_warm_start_a_new_sharded_model
+
+    run_on_gloo_group(kept_slices_warm_start_a_new_sharded_model)
+
+
+def test_kept_weights_of_a_differently_shaped_model_are_refused_naming_the_entry():
+    kept = warm_start.LocalWeights(torch.nn.Linear(3, 2))
+    with pytest.raises(ValueError, match=r"weight slice .* was not kept"):
+        kept.apply(torch.nn.Linear(4, 2))
