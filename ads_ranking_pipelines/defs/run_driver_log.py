@@ -3,7 +3,7 @@
 The run's one Ray job driver serves the steps one after another, so its log is followed once
 (one thread, :class:`DriverLog`) and each line goes to the step it belongs to: the step whose
 begin marker came last, else (before the first marker: the driver starting up, or failing to)
-the step waiting for it. A step's reader (:class:`StepLogReader`) is Pipes'
+the step waiting for it; a line printed while no step waits goes to the next one. A step's reader (:class:`StepLogReader`) is Pipes'
 :class:`~.pipes.BackendJobLogReader` fed from that step's queue: it forwards the step's lines
 to the step's event log, hands its Pipes messages to the step's session, and ends at the step's
 end marker, or when the driver's log ends (the driver is gone).
@@ -11,6 +11,7 @@ end marker, or when the driver's log ends (the driver is gone).
 
 from __future__ import annotations
 
+import collections
 import logging
 import queue
 import threading
@@ -26,6 +27,7 @@ from ads_ranking_pipelines.defs.pipes import BackendJobLogReader
 
 log = logging.getLogger(__name__)
 END = object()          # a step's lines are over
+PENDING_LINES = 1000    # lines printed while no step waits, kept for the next one
 
 
 class DriverLog:
@@ -38,6 +40,8 @@ class DriverLog:
         self._routes: dict[str, queue.Queue] = {}
         self._current: str | None = None           # the step whose begin marker came last
         self._waiting: str | None = None           # the step Dagster waits for now
+        self._pending: collections.deque[str] = collections.deque(maxlen=PENDING_LINES)  # no step waits
+        self._over: set[str] = set()                # steps whose end marker came before they waited
         self._thread = threading.Thread(target=self._follow, daemon=True, name=f"run-driver-log-{job_id}")
         self._thread.start()
 
@@ -45,7 +49,9 @@ class DriverLog:
         with self._lock:
             lines = self._routes[step_id] = queue.Queue()
             self._waiting = step_id
-            if self.ended.is_set():
+            while self._pending:
+                lines.put(self._pending.popleft())
+            if self.ended.is_set() or step_id in self._over:
                 lines.put(END)
         return lines
 
@@ -83,10 +89,12 @@ class DriverLog:
             else:
                 target = self._current or self._waiting
             lines = self._routes.get(target) if target else None
+            if lines is None and line is not END:
+                self._pending.append(line)
+            elif lines is None and target:
+                self._over.add(target)
         if lines is not None:
             lines.put(line)
-        elif line is not END:
-            log.debug("run driver %s: a line of no waiting step: %s", self.job_id, line)
 
 
 class StepLogReader(BackendJobLogReader):
