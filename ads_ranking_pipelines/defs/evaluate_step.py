@@ -1,4 +1,4 @@
-"""``model_evaluation``'s work: ONE evaluation job over the run's days, then the promotions in date order.
+"""``model_evaluation``'s work: ONE evaluation step (of the run's Ray job driver) over the run's days, then the promotions in date order.
 
 The champion before the run is read once and passed to the job, which walks the chain (day d
 is compared with the champion after day d-1's verdict, or with an earlier champion where that
@@ -22,7 +22,7 @@ from ads_ranking_pipelines.defs.champion_asset import champion_changed
 from ads_ranking_pipelines.defs.config import EvaluationConfig
 from ads_ranking_pipelines.defs.preflight import check_events, check_features, check_schemas
 from ads_ranking_pipelines.defs.range_jobs import (
-    DayMetadata, DayResults, job_spec, numeric, run_days, session, span, widest,
+    DayMetadata, DayResults, numeric, run_step, span, widest,
 )
 from ads_ranking_pipelines.defs.ray_resources import RayClusterResource
 from ads_ranking_pipelines.defs.score_step import check_scoring_ahead
@@ -110,8 +110,7 @@ def evaluate_days(context: dg.AssetExecutionContext, config: EvaluationConfig, r
     request = ray_cluster.cluster_request(widest([d.params for d in plan]), context.run.run_id)
     results, metadata = DayResults(), DayMetadata(context)
     try:
-        run_days(context, session(context, ray_cluster, request, registry.layout.root),
-                 job_spec("evaluate", context, days, ray_cluster, spec), days, results)
+        run_step(context, ray_cluster, request, "evaluate", spec, days, results, registry.layout.root)
     except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt):
         context.log.warning(f"the run was cancelled while evaluating {span(days)}: nothing promoted; "
                             f"the champion is unchanged ({champion or 'none'})")

@@ -146,14 +146,18 @@ class BackendJobLogReader(PipesMessageReader):
     def _follow(self, handler: PipesMessageHandler) -> None:
         try:
             for line in self._session.logs(self._job_id, follow=True):
-                messages, text = split_pipes_messages(line)
-                if text and self._forward_lines:
-                    (self._context.log.debug if is_chatter(text) else self._context.log.info)(text)
-                    self.lines_forwarded += 1
-                for msg in messages:
-                    self._handle(handler, msg)
+                self._take(handler, line)
         except Exception as exc:  # a broken log stream must not fail the step by itself
             self._context.log.warning(f"[pipes] following the log of Ray job {self._job_id} failed: {exc}")
+
+    def _take(self, handler: PipesMessageHandler, line: str) -> None:
+        """One line of the driver log: its text to the event log, its Pipes messages to the handler."""
+        messages, text = split_pipes_messages(line)
+        if text and self._forward_lines:
+            (self._context.log.debug if is_chatter(text) else self._context.log.info)(text)
+            self.lines_forwarded += 1
+        for msg in messages:
+            self._handle(handler, msg)
 
     def _handle(self, handler: PipesMessageHandler, msg: dict) -> None:
         if not self._seen.first_time(msg):

@@ -1,8 +1,9 @@
-"""One Ray job per step over the run's partition range, its per-day results kept as they arrive.
+"""Each Ray step over the run's partition range, its per-day results kept as they arrive.
 
-A step (train, evaluate, score) submits one job for all of the run's days, one day or a
-backfill's range alike: the cluster is paid for once per run and each job's start and drain
-once per step. The job reports each finished day at once (``DAY_RESULT``); :class:`DayResults`
+A step (train, evaluate, score) runs once for all of the run's days, one day or a backfill's
+range alike, as a step of the run's ONE Ray job driver (:func:`run_step`, ``run_driver``): the
+cluster, the job's start and the driver's imports are paid for once per run. (:func:`run_days`
+runs a range job of its own.) The step reports each finished day at once (``DAY_RESULT``); :class:`DayResults`
 keeps them, so when the job fails (or the run is cancelled) on day k the days before k are still
 known and recorded: their partitions show as materialized, with their metadata.
 """
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import uuid
 from typing import Any
 
 import dagster as dg
@@ -21,7 +21,6 @@ from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.contracts.ranges import DAY_RESULT
 from ads_ranking_pipelines.defs.pipes import RayJobOutcome, run_ray_job
 from ads_ranking_pipelines.defs.ray_resources import RayClusterResource
-from ads_ranking_pipelines.ray_jobs.common import SPEC_ENV
 
 
 def numeric(values: dict[str, Any]) -> dict[str, Any]:
@@ -30,20 +29,6 @@ def numeric(values: dict[str, Any]) -> dict[str, Any]:
 
 def span(days: list[dt.date]) -> str:
     return days[0].isoformat() if len(days) == 1 else f"{days[0]}..{days[-1]}"
-
-
-def job_spec(kind: str, context: dg.AssetExecutionContext, days: list[dt.date], ray_cluster: RayClusterResource,
-             spec: Any) -> JobSpec:
-    """The one Ray job of step ``kind`` (module ``ray_jobs.<kind>``) over ``days``, watching the
-    run's controller lease (it stops itself if this process dies)."""
-    label = f"{days[0]:%Y%m%d}" + (f"-{days[-1]:%Y%m%d}" if len(days) > 1 else "")
-    return JobSpec(
-        submission_id=f"{kind}-{label}-{context.run.run_id[:8]}-{uuid.uuid4().hex[:6]}",
-        entrypoint=f"{ray_cluster.python()} -m ads_ranking_pipelines.ray_jobs.{kind}",
-        env_vars={SPEC_ENV: spec.model_dump_json(), **ray_cluster.lease_env()},
-        metadata={"dagster_run_id": context.run.run_id, "dagster_asset": context.asset_key.to_user_string(),
-                  "partition": span(days)},
-    )
 
 
 def session(context: dg.AssetExecutionContext, ray_cluster: RayClusterResource, request: Any,
@@ -77,8 +62,20 @@ class DayResults:
 
 def run_days(context: dg.AssetExecutionContext, cluster: ClusterSession, job: JobSpec, days: list[dt.date],
              results: DayResults) -> RayJobOutcome:
-    """Run the range job; ``results`` fills as days finish (also when this raises)."""
-    outcome = run_ray_job(context, cluster, job, on_message=results.add)
+    """Run the range job on its own; ``results`` fills as days finish (also when this raises)."""
+    return _all_days(run_ray_job(context, cluster, job, on_message=results.add), days, results)
+
+
+def run_step(context: dg.AssetExecutionContext, ray_cluster: RayClusterResource, request: Any, kind: str,
+             spec: Any, days: list[dt.date], results: DayResults, storage_root: str) -> RayJobOutcome:
+    """Step ``kind`` (``ray_jobs.<kind>``'s body) over ``days`` on the run's ONE driver job
+    (``run_driver``), on the run's cluster; ``results`` fills as days finish (also when this raises)."""
+    session(context, ray_cluster, request, storage_root)
+    driver = ray_cluster.run_driver(context.run.run_id)
+    return _all_days(driver.run_step(context, kind, spec, on_message=results.add), days, results)
+
+
+def _all_days(outcome: RayJobOutcome, days: list[dt.date], results: DayResults) -> RayJobOutcome:
     missing = results.missing(days)
     if missing:
         raise dg.Failure(description=f"Ray job {outcome.job_id} succeeded but reported no result for "

@@ -59,6 +59,7 @@ class RayClusterResource(dg.ConfigurableResource):
     _dagster_home: Any = PrivateAttr(default=None)
     _storage_root: Any = PrivateAttr(default=None)
     _log: Any = PrivateAttr(default=None)
+    _driver: Any = PrivateAttr(default=None)
 
     backend_name: ClassVar[str] = "?"
 
@@ -166,6 +167,19 @@ class RayClusterResource(dg.ConfigurableResource):
             log.info(f"Ray cluster {session.name} ready; dashboard {session.dashboard_url}")
         return session
 
+    def run_driver(self, run_id: str) -> Any:
+        """The run's ONE Ray job driver (``defs/run_driver.py``) on the run's session: made by
+        the first Ray step, kept for the later ones, told to exit before the session closes."""
+        if self._session is None or not self._storage_root:
+            raise dg.Failure(description="run_driver() needs the run's session, opened by session() "
+                             "with the run's storage_root")
+        if self._driver is None:
+            from ads_ranking_pipelines.defs.run_driver import RunDriver
+
+            self._driver = RunDriver(self._session, run_id, self._storage_root, self.python(), self.lease_env())
+            self._stack.callback(self._driver.close)
+        return self._driver
+
     def open_session(self, backend: RayBackend, resolved: ResolvedRequest) -> Any:
         """The backend's session context for the run (on the existing cluster, if any)."""
         return backend.session(self.backend_request(resolved))
@@ -189,7 +203,7 @@ class RayClusterResource(dg.ConfigurableResource):
 
     def close(self) -> None:
         stack, self._stack, self._session, self._request = self._stack, None, None, None
-        self._lease = None
+        self._lease, self._driver = None, None
         if stack is not None:
             stack.close()
 

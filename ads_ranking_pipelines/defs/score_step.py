@@ -1,4 +1,4 @@
-"""``batch_scores``' work: ONE inference job scores every day with that day's champion.
+"""``batch_scores``' work: ONE inference step (of the run's Ray job driver) scores every day with that day's champion.
 
 A day's champion is the one as of the end of that day's evaluation in this run (known before
 the job starts), else the current one; each day records the version it used.
@@ -15,7 +15,7 @@ from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.contracts.ranges import InferDay, InferRangeSpec
 from ads_ranking_pipelines.defs.preflight import check_events, check_features, run_assets
-from ads_ranking_pipelines.defs.range_jobs import DayMetadata, DayResults, job_spec, numeric, run_days, session, widest
+from ads_ranking_pipelines.defs.range_jobs import DayMetadata, DayResults, numeric, run_step, widest
 from ads_ranking_pipelines.defs.ray_resources import RayClusterResource
 from ads_ranking_pipelines.defs.train_step import run_version
 from ads_ranking_pipelines.storage.registry import ModelRegistry, RegistryError
@@ -90,8 +90,7 @@ def score_days(context: dg.AssetExecutionContext, registry: ModelRegistry, sourc
                           days=tuple(d for d, _ in planned), concurrency=scoring_concurrency(request))
     results, metadata = DayResults(), DayMetadata(context)
     try:
-        run_days(context, session(context, ray_cluster, request, registry.layout.root),
-                 job_spec("infer", context, days, ray_cluster, spec), days, results)
+        run_step(context, ray_cluster, request, "infer", spec, days, results, registry.layout.root)
     except BaseException:
         _collect(spec, results, metadata)
         metadata.record_finished()          # the days scored before the failure

@@ -1,4 +1,4 @@
-"""``trained_model``'s work: ONE training job over the run's days, one model version per day.
+"""``trained_model``'s work: ONE training step (of the run's one Ray job driver) over the run's days, one model version per day.
 
 The job trains the days in date order, each version written complete before the next day
 starts (warm-started from the version the day before wrote, when warm start is on). When it
@@ -20,7 +20,7 @@ from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.contracts.ranges import TrainDay, TrainRangeSpec
 from ads_ranking_pipelines.defs.backfill_preview import record_actual, versus
 from ads_ranking_pipelines.defs.partitions import window_days
-from ads_ranking_pipelines.defs.range_jobs import DayMetadata, DayResults, job_spec, numeric, run_days, session, span
+from ads_ranking_pipelines.defs.range_jobs import DayMetadata, DayResults, numeric, run_step, span
 from ads_ranking_pipelines.defs.ray_resources import RayClusterResource
 from ads_ranking_pipelines.storage.registry import ModelRegistry
 from ads_ranking_pipelines.version import code_version
@@ -69,11 +69,10 @@ def train_days(context: dg.AssetExecutionContext, ray_cluster: RayClusterResourc
     context.log.info(f"training {first.model_version} on {first.train_days[0]}..{first.train_days[-1]}"
                      + (f", warm start from {the_plan.warm_from[first.day.isoformat()]}"
                         if the_plan.warm_from[first.day.isoformat()] else "")
-                     + (f", then {len(days) - 1} more day(s) to {days[-1]} in the same Ray job" if len(days) > 1 else ""))
+                     + (f", then {len(days) - 1} more day(s) to {days[-1]} in the same Ray step" if len(days) > 1 else ""))
     results, metadata = DayResults(), DayMetadata(context)
-    cluster = session(context, ray_cluster, request, registry.layout.root)
     try:
-        outcome = run_days(context, cluster, job_spec("train", context, days, ray_cluster, spec), days, results)
+        outcome = run_step(context, ray_cluster, request, "train", spec, days, results, registry.layout.root)
     except BaseException as exc:
         _keep_finished(context, registry, the_plan, results, metadata, exc)
         raise

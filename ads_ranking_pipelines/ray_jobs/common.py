@@ -82,16 +82,16 @@ def run_entrypoint(spec_model: type[S], body: DaysBody) -> None:
             from ads_ranking_pipelines.ray_jobs.pipes_writer import StampingMessageWriter
 
             with open_dagster_pipes(message_writer=StampingMessageWriter()) as pipes:
-                _run(body, spec, PipesReporter(pipes), pipes.report_custom_message)
+                run_body(body, spec, PipesReporter(pipes), pipes.report_custom_message)
         else:
-            _run(body, spec, PrintReporter(), _print_message)
+            run_body(body, spec, PrintReporter(), _print_message)
 
 
 def _print_message(payload: dict[str, Any]) -> None:
     print(json.dumps(payload, default=str), flush=True)
 
 
-def _run(body: DaysBody, spec: S, reporter: Reporter, send: Callable[[dict[str, Any]], None]) -> None:
+def run_body(body: DaysBody, spec: S, reporter: Reporter, send: Callable[[dict[str, Any]], None]) -> None:
     done = 0
     try:
         t0 = time.perf_counter()

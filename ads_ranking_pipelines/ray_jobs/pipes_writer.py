@@ -33,11 +33,12 @@ class StampingChannel(PipesMessageWriterChannel):
 
 class StampingMessageWriter(PipesDefaultMessageWriter):
     """:class:`PipesDefaultMessageWriter` (stdout, stderr or a file, as the params say) whose
-    messages carry a stamp; a new random writer id per writer."""
+    messages carry a stamp; a new random writer id per writer unless ``writer_id`` names one
+    (the run driver's step id: its reader takes only that step's messages)."""
 
-    def __init__(self) -> None:
+    def __init__(self, writer_id: str | None = None) -> None:
         super().__init__()
-        self.writer_id = uuid.uuid4().hex
+        self.writer_id = writer_id or uuid.uuid4().hex
 
     @contextlib.contextmanager
     def open(self, params: PipesParams) -> Iterator[PipesMessageWriterChannel]:

@@ -46,6 +46,11 @@ class StorageLayout:
         """The lease the process driving run ``run_id`` renews (``storage/lease.py``)."""
         return join(self.root, "runs", run_id, "controller-lease.json")
 
+    def run_driver_mailbox(self, run_id: str, driver_id: str) -> str:
+        """Where the steps of run ``run_id`` are handed to its Ray job driver ``driver_id``
+        (``contracts/run_driver.py``)."""
+        return join(self.root, "runs", run_id, "driver", driver_id)
+
     def ray_storage(self) -> str:
         """Ray Train run storage (checkpoints)."""
         return join(self.root, "ray_results")

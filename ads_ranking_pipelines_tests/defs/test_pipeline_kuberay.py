@@ -1,11 +1,13 @@
 """The daily job end to end on the KubeRay backend, against the fake API server whose toy
-operator runs real Ray (``Scenario(execute=True)``): each Ray step is one RayJob whose
-cluster is a real local Ray cluster and whose submitter really runs the job's entrypoint.
+operator runs real Ray (``Scenario(execute=True)``): the run's Ray steps are steps of ONE
+RayJob (the run's driver, ``defs/run_driver.py``) whose cluster is a real local Ray cluster and
+whose submitter really runs the driver.
 
 The storage root is a path on a "shared volume" (``shared_volume_claim``): the Ray pods mount
 it at the same path - here they are processes on this machine and see it directly. The run
 covers two days (a single-run backfill): all four assets materialize for both days, the run
-makes exactly one RayJob per Ray step (three, not three per day), and nothing is left in the
+makes exactly one RayJob (one, not one per Ray step nor per day), each step's driver lines land on
+that step, and nothing is left in the
 fake's store nor any Ray process on the machine afterwards.
 """
 
@@ -66,7 +68,14 @@ def test_daily_job_on_kuberay_against_the_fake(fake_apiserver: FakeKubeApiServer
             run_config=run_config(params, TINY_SOURCE, evaluation=TINY_MODEL_GATES_WITH_CHAMPION), tags=range_tags(DAYS[0], DAYS[-1]),
             instance=instance, raise_on_error=False)
         assert result.success, [e.message for e in result.all_events if e.is_failure]
-        logged = [entry.user_message for entry in instance.all_logs(result.run_id)]
+        entries = instance.all_logs(result.run_id)
+        logged = [entry.user_message for entry in entries]
+    # the one driver's log, split among its steps: each step's own lines on that step
+    by_step = {s: [e.user_message for e in entries if e.step_key == s]
+               for s in ("trained_model", "model_evaluation", "batch_scores")}
+    assert any("day 2/2: 2026-03-11" in m for m in by_step["trained_model"])
+    assert any("xgboost baseline: auc=" in m for m in by_step["model_evaluation"])
+    assert not any("xgboost baseline: auc=" in m or "day 2/2: 2026-03-11" in m for m in by_step["batch_scores"])
     # Each submitter printed what KubeRay's prints around the driver log: none of it (the wait
     # echo, the cli.py banner and status lines) reached the run as driver output.
     assert not any("cli.py:" in m or "Waiting for Ray Dashboard" in m for m in logged)
@@ -76,11 +85,12 @@ def test_daily_job_on_kuberay_against_the_fake(fake_apiserver: FakeKubeApiServer
             (e.event_specific_data.materialization for e in result.get_asset_materialization_events())}
     assert done == {(a, str(d)) for a in ("impressions", "trained_model", "model_evaluation", "batch_scores")
                     for d in DAYS} | {("model_champion", None)}         # day 1 promoted: the champion's history
-    # one RayJob per Ray step for both days, each with the run's labels, the shared volume and our image
+    # ONE RayJob (one cluster) for the three Ray steps of both days, with the run's labels, the shared
+    # volume and our image
     rayjobs = [key for key in fake_apiserver.created if key[0] == RAYJOBS]
-    assert len(rayjobs) == 3
+    assert len(rayjobs) == 1, rayjobs
     made = fake_apiserver.operator_made
-    assert len(made) == 3
+    assert len(made) == 1
     for cluster in made:
         assert cluster["metadata"]["labels"]["dagster/run-id"] == result.run_id
         worker = cluster["spec"]["workerGroupSpecs"][0]["template"]["spec"]
@@ -93,5 +103,5 @@ def test_daily_job_on_kuberay_against_the_fake(fake_apiserver: FakeKubeApiServer
     assert fake_apiserver.leftovers() == [] and fake_apiserver.names(RAYCLUSTERS) == []
     fake_apiserver.stop()
     temp_dirs = fake_apiserver.runtime().temp_dirs
-    assert len(temp_dirs) == 3
-    assert [wait_no_processes(d) for d in temp_dirs] == [[], [], []]
+    assert len(temp_dirs) == 1
+    assert [wait_no_processes(d) for d in temp_dirs] == [[]]

@@ -36,7 +36,7 @@ def test_each_finished_day_is_sent_before_the_next_starts_and_a_failure_keeps_th
 
     reporter = Collect()
     with pytest.raises(RuntimeError, match="day 2 broke"):
-        common._run(body, None, reporter, sent.append)
+        common.run_body(body, None, reporter, sent.append)
     assert [(m["kind"], m["values"]["day"]) for m in sent] == [(DAY_RESULT, "2026-03-10")]
     assert "day_seconds" in sent[0]["values"]
     assert "job failed after 1 finished day(s): RuntimeError: day 2 broke" in reporter.logs[-1]
@@ -44,7 +44,7 @@ def test_each_finished_day_is_sent_before_the_next_starts_and_a_failure_keeps_th
 
 def test_the_job_result_counts_the_days():
     sent: list[dict] = []
-    common._run(lambda spec, r: iter([{"day": "a"}, {"day": "b"}]), None, Collect(), sent.append)
+    common.run_body(lambda spec, r: iter([{"day": "a"}, {"day": "b"}]), None, Collect(), sent.append)
     assert [m["kind"] for m in sent] == [DAY_RESULT, DAY_RESULT, common.RESULT_KIND]
     assert sent[-1]["values"] == {"days": 2}
 

@@ -1,0 +1,119 @@
+"""ONE Ray job driver per run (issue 24), on the local backend with real Ray: a daily run of
+the three Ray assets submits exactly one Ray job (counted through the cluster's own job API,
+on an existing local cluster, where the run's jobs stay listed), and each step's logs and live
+metrics still land on that step; a failing evaluation fails that step with its error while
+training's materialization stands."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import sys
+
+import dagster as dg
+import pytest
+
+from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
+from ads_ranking_pipelines.backends.ray_job_api import RayJobApi
+from ads_ranking_pipelines.cli.pipeline import run_config
+from ads_ranking_pipelines.config.cluster import ClusterRequest
+from ads_ranking_pipelines.config.source import SourceConfig, SyntheticSpec
+from ads_ranking_pipelines.config.training import TrainingParams
+from ads_ranking_pipelines.defs.assets import batch_scores, impressions, model_evaluation, trained_model
+from ads_ranking_pipelines.defs.jobs import range_tags
+from ads_ranking_pipelines.defs.ray_resources import LocalRayResource
+from ads_ranking_pipelines.defs.resources import EventSourceResource, StorageResource
+from ads_ranking_pipelines.storage.layout import StorageLayout
+from ads_ranking_pipelines.storage.registry import ModelRegistry
+from ads_ranking_pipelines_tests.defs._gates import TINY_MODEL_GATES
+
+DAY = dt.date(2026, 3, 10)
+TINY = TrainingParams(dataset_window_days=2, num_workers=1, epochs=1, batch_size=256, hash_buckets=1000,
+                      embedding_dim=8, dense_arch=(16, 8), over_arch=(16,))
+SOURCE = SourceConfig(synthetic=SyntheticSpec(rows_per_day=2000, num_users=500, num_ads=100))
+LOOSE = {**TINY_MODEL_GATES, "min_calibration": 0.01, "max_calibration": 100.0}
+RAY_ASSETS = ("trained_model", "model_evaluation", "batch_scores")
+
+
+@pytest.fixture
+def shared_cluster(ads_home):
+    cluster = LocalRayCluster.start(ClusterRequest(name="shared", owner="team", workers=1),
+                                    ads_home / "clusters", single_node=True)
+    try:
+        yield cluster
+    finally:
+        cluster.stop(force=True)
+
+
+def _run(ads_home, assets: list, job_name: str = "three_ray_steps"):
+    home = str(ads_home)
+    ray = LocalRayResource(state_dir=str(ads_home / "clusters"), existing_cluster="shared", job_python=sys.executable)
+    job = dg.define_asset_job(job_name, selection=[a.key for a in assets if isinstance(a, dg.AssetsDefinition)])
+    defs = dg.Definitions(assets=assets, jobs=[job], resources={
+        "storage": StorageResource(home=home), "event_source": EventSourceResource(), "ray_cluster": ray})
+    with dg.DagsterInstance.get() as instance:
+        result = defs.resolve_job_def(job_name).execute_in_process(
+            run_config=run_config(TINY, SOURCE, evaluation=LOOSE), tags=range_tags(DAY, DAY),
+            instance=instance, raise_on_error=False)
+        logs = instance.all_logs(result.run_id)
+    return result, logs
+
+
+def _jobs(cluster: LocalRayCluster) -> list[dict]:
+    return RayJobApi(cluster.state.dashboard_url, headers=cluster.auth_headers()).list_jobs()
+
+
+@pytest.mark.ray
+@pytest.mark.integration
+def test_a_daily_run_submits_one_ray_job_and_each_step_keeps_its_logs_and_metrics(shared_cluster, ads_home):
+    result, logs = _run(ads_home, [impressions, trained_model, model_evaluation, batch_scores])
+    assert result.success, [e.message for e in result.all_events if e.is_failure]
+    jobs = _jobs(shared_cluster)
+    assert len(jobs) == 1, jobs                                # one submission for the three Ray steps
+    assert jobs[0]["job_id"].startswith(f"run-{result.run_id[:8]}-") and jobs[0]["status"] == "SUCCEEDED"
+    by_step = {s: [e.user_message for e in logs if e.step_key == s] for s in RAY_ASSETS}
+    assert any("day 1/1: 2026-03-10" in m for m in by_step["trained_model"]), by_step["trained_model"]
+    assert any("xgboost baseline: auc=" in m for m in by_step["model_evaluation"])
+    assert any("gates passed" in m for m in by_step["model_evaluation"])
+    for other in ("trained_model", "batch_scores"):      # the other steps' driver lines are not theirs
+        assert not any("xgboost baseline: auc=" in m for m in by_step[other])
+    assert not any("day 1/1: 2026-03-10" in m for m in by_step["model_evaluation"] + by_step["batch_scores"])
+    observed = {(e.step_key, e.dagster_event.event_specific_data.asset_observation.metadata["kind"].value)
+                for e in logs if e.dagster_event and e.dagster_event.event_type_value == "ASSET_OBSERVATION"}
+    kinds = {step: {k for s, k in observed if s == step} for step in RAY_ASSETS}
+    assert "epoch" in kinds["trained_model"] and "evaluation" not in kinds["trained_model"], observed
+    assert "evaluation" in kinds["model_evaluation"] and "epoch" not in kinds["model_evaluation"], observed
+    assert kinds["batch_scores"] and not kinds["batch_scores"] & {"epoch", "evaluation"}, observed
+    assert {m.asset_key.to_user_string() for m in result.get_asset_materialization_events()} >= set(RAY_ASSETS)
+
+
+@dg.asset(deps=[trained_model], op_tags={"dagster/priority": "25"})
+def spoiled_weights(storage: StorageResource) -> None:
+    """Between training and evaluation (by priority): the new version's weights replaced by bytes
+    that are no model, its manifest's checksum made to match, so only loading it fails."""
+    registry = ModelRegistry(StorageLayout(storage.home), TINY.model_name)
+    uri = registry.version_uri(registry.versions()[-1])
+    junk = b"not a torch checkpoint"
+    with open(f"{uri}/weights.pt", "wb") as f:
+        f.write(junk)
+    manifest = json.loads(open(f"{uri}/manifest.json").read())
+    manifest["files"]["weights.pt"]["sha256"] = hashlib.sha256(junk).hexdigest()
+    open(f"{uri}/manifest.json", "w").write(json.dumps(manifest))
+
+
+@pytest.mark.ray
+@pytest.mark.integration
+def test_a_failing_evaluation_fails_its_step_only_and_training_stands(shared_cluster, ads_home):
+    result, logs = _run(ads_home, [impressions, trained_model, spoiled_weights, model_evaluation], "spoiled")
+    assert not result.success
+    failures = [e for e in result.all_events if e.is_step_failure]
+    assert [f.step_key for f in failures] == ["model_evaluation"]
+    text = failures[0].step_failure_data.user_failure_data.description
+    assert "evaluate step ended FAILED" in text and "UnpicklingError" in text, text
+    assert [m.asset_key.to_user_string() for m in result.get_asset_materialization_events()
+            if m.asset_key.to_user_string() == "trained_model"] == ["trained_model"]
+    assert any("job failed after 0 finished day(s)" in (e.user_message or "") for e in logs
+               if e.step_key == "model_evaluation")
+    jobs = _jobs(shared_cluster)
+    assert len(jobs) == 1 and jobs[0]["status"] == "SUCCEEDED", jobs   # the driver outlived the failed step
