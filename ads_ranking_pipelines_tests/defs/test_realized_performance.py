@@ -68,8 +68,10 @@ def test_realized_labels_keep_a_healthy_champion_and_roll_back_a_degraded_one(ad
         degraded = materialize(defs, instance, REALIZED, D2, RESOURCES, {**TINY_REALIZED, "rescore": True})
         assert not degraded.success                                 # a blocking check failed
         check = check_evaluation(degraded)
-        assert not check.passed and "regression: auc drop" in check.description
-        assert check.metadata["realized_auc"].value < check.metadata["predicted_auc"].value - 0.02
+        # a tiny model may rank below chance (0.48 measured): flipped clicks then show in logloss, not AUC
+        assert not check.passed and "; regression: " in check.description
+        m = {k: v.value for k, v in check.metadata.items()}
+        assert m["realized_auc"] < m["predicted_auc"] - 0.02 or m["realized_logloss"] > m["predicted_logloss"] + 0.02
 
         assert registry.champion_version() == first
         event = registry.history()[-1]
