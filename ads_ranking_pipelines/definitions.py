@@ -21,6 +21,8 @@ from ads_ranking_pipelines.defs.ray_resources import ray_resource
 from ads_ranking_pipelines.defs.resources import EventSourceResource, StorageResource
 from ads_ranking_pipelines.defs.jobs import JOB_NAME, daily_retraining, daily_retraining_schedule, range_tags, run_config
 from ads_ranking_pipelines.defs.partitions import daily_partitions
+from ads_ranking_pipelines.defs.realized_asset import realized_performance
+from ads_ranking_pipelines.defs.rescore_sensor import rescore_after_rollback, rescore_batch_scores
 from ads_ranking_pipelines.defs.tags import run_tags
 
 __all__ = ["JOB_NAME", "build_definitions", "champion_changed", "dagster_run_status", "daily_partitions",
@@ -43,10 +45,10 @@ def build_definitions(environ: Mapping[str, str], ray_target: Mapping[str, str] 
     also ``ray_address``) instead of creating one."""
     settings = Settings.from_environ(environ)
     return dg.Definitions(
-        assets=[impressions, trained_model, model_evaluation, batch_scores, champion_spec],
-        jobs=[daily_retraining, promote_model, rollback_model],
+        assets=[impressions, trained_model, model_evaluation, batch_scores, realized_performance, champion_spec],
+        jobs=[daily_retraining, rescore_batch_scores, promote_model, rollback_model],
         schedules=[daily_retraining_schedule],
-        sensors=[make_gc_sensor(settings)],
+        sensors=[make_gc_sensor(settings), rescore_after_rollback],
         resources={
             "storage": StorageResource(home=settings.home),
             "event_source": EventSourceResource(),

@@ -25,7 +25,8 @@ def test_definitions_load(environ):
     assert job.partitions_def.get_partition_keys()[0] == "2025-01-01"
     graph = defs.resolve_asset_graph()
     checks = {k.name: graph.get_check_spec(k) for k in graph.asset_check_keys}
-    assert set(checks) == {"not_worse_than_xgboost_baseline", "not_worse_than_champion", "calibrated"}
+    assert set(checks) == {"not_worse_than_xgboost_baseline", "not_worse_than_champion", "calibrated",
+                           "realized_not_worse_than_evaluation"}
     assert all(spec.blocking for spec in checks.values())
     for key in graph.materializable_asset_keys:            # a backfill of any range is one run
         assert graph.get(key).backfill_policy == dg.BackfillPolicy.single_run()

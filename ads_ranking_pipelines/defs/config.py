@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field, ValidationError, create_model
 from ads_ranking_pipelines.config.errors import format_validation_error
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.contracts.gates import GateConfig
+from ads_ranking_pipelines.contracts.realized import RealizedTolerance
 
 
 def _launchpad_type(annotation: Any) -> Any:
@@ -85,3 +86,19 @@ class EvaluationConfig(dg.Config):
     def gates(self) -> GateConfig:
         """The thresholds as the pure model the evaluation job and the gate decision take."""
         return GateConfig.model_validate(self.model_dump())
+
+
+class RealizedConfig(dg.Config):
+    """Tolerances of ``realized_performance``'s check: the scored days' realized metrics against the
+    scoring version's evaluation, and what a regression does."""
+
+    max_auc_drop: float = Field(0.02, description="Realized AUC may trail the version's evaluation AUC by at most this.")
+    max_logloss_rise: float = Field(0.02, description="Realized logloss may exceed the evaluation's by at most this.")
+    min_calibration: float = Field(0.7, description="Lowest acceptable realized mean prediction / observed CTR.")
+    max_calibration: float = Field(1.4, description="Highest acceptable realized mean prediction / observed CTR.")
+    rollback: bool = Field(True, description="On a regression of the current champion, roll back to the previous one.")
+    rescore: bool = Field(False, description="After such a rollback, request batch_scores again for the days the "
+                          "rolled-back version scored (the rescore_after_rollback sensor launches them).")
+
+    def tolerance(self) -> RealizedTolerance:
+        return RealizedTolerance.model_validate(self.model_dump(exclude={"rollback", "rescore"}))

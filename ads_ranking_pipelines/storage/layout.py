@@ -38,9 +38,11 @@ class StorageLayout:
     def champion_pointer(self, model_name: str) -> str:
         return join(self.model_root(model_name), "champion.json")
 
+    def scores_root(self, model_name: str) -> str:
+        return join(self.root, "scores", model_name)
+
     def scores(self, model_name: str, day: dt.date, version: str) -> str:
-        return join(self.root, "scores", model_name, f"{PARTITION_PREFIX}{day.isoformat()}",
-                    f"version={version}")
+        return join(self.scores_root(model_name), f"{PARTITION_PREFIX}{day.isoformat()}", f"version={version}")
 
     def controller_lease(self, run_id: str) -> str:
         """The lease the process driving run ``run_id`` renews (``storage/lease.py``)."""
