@@ -21,6 +21,10 @@ log = logging.getLogger(__name__)
 MAX_RECONNECTS = 5
 # The dashboard's answer when the head's job agent is not ready yet (ray dashboard job_head.py).
 AGENT_NOT_READY = "No available agent to submit job"
+# aiohttp's answer when the dashboard's handler raised (seen on a loaded head while it forwarded
+# the submission to its job agent): nothing was decided, so the submission is tried again.
+HANDLER_CRASHED = "500 Internal Server Error"
+TRANSIENT = (AGENT_NOT_READY, HANDLER_CRASHED)
 AGENT_WAIT_S = 120.0
 AGENT_RETRY_S = 2.0
 
@@ -56,8 +60,9 @@ class RayJobApi:
     def submit(self, job: JobSpec) -> str:
         """Submit ``job``. The dashboard answers 500 "No available agent to submit job, please
         try again later" when the head's job agent did not answer within its 10 s (a loaded or
-        just-started head: ``job_head.submit_job``); that is retried for ``AGENT_WAIT_S``. A
-        retry that finds the submission id taken means an earlier attempt got through."""
+        just-started head: ``job_head.submit_job``), and a bare "500 Internal Server Error" when
+        its handler raised; both are retried for ``AGENT_WAIT_S``. A retry that finds the
+        submission id taken means an earlier attempt got through."""
         runtime_env: dict = {"env_vars": dict(job.env_vars)}
         if job.working_dir:
             runtime_env["working_dir"] = job.working_dir
@@ -71,11 +76,11 @@ class RayJobApi:
                 text = str(exc)
                 if retried and job.submission_id and "already exists" in text:
                     return job.submission_id
-                if AGENT_NOT_READY not in text or time.monotonic() >= deadline:
+                if not any(t in text for t in TRANSIENT) or time.monotonic() >= deadline:
                     raise BackendError(f"could not submit Ray job {job.submission_id!r} to "
                                        f"{self.address}: {exc}") from exc
-                log.warning("Ray job %s: the head's job agent is not ready (%s); submitting again",
-                            job.submission_id, AGENT_NOT_READY)
+                log.warning("Ray job %s: the head did not take the submission (%s); submitting again",
+                            job.submission_id, text[-120:])
                 retried = True
                 time.sleep(AGENT_RETRY_S)
 

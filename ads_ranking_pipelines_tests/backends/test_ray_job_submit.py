@@ -43,6 +43,15 @@ def test_an_agent_that_is_not_ready_yet_is_waited_for() -> None:
     assert client.calls == 3
 
 
+def test_a_dashboard_handler_that_crashed_is_tried_again() -> None:
+    """CI: a loaded head answered a bare aiohttp 500 to the evaluate job's submission."""
+    crashed = RuntimeError("Request failed with status code 500: 500 Internal Server Error\n\n"
+                           "Server got itself in trouble")
+    client = Dashboard(crashed, "train-1")
+    assert RayJobApi("http://head:8265", client=client).submit(JOB) == "train-1"
+    assert client.calls == 2
+
+
 def test_a_retry_that_finds_the_job_submitted_takes_it() -> None:
     taken = RuntimeError("Request failed with status code 500: Job with submission_id train-1 already exists.")
     client = Dashboard(NOT_READY, taken)
