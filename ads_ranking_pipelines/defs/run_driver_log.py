@@ -21,7 +21,7 @@ from dagster import PipesMessageHandler
 
 from ads_ranking_pipelines.backends.base import ClusterSession
 from ads_ranking_pipelines.backends.ray_job_api import strip_ray_prefix
-from ads_ranking_pipelines.contracts.pipes_stamp import STAMP_FIELD, stamp_of
+from ads_ranking_pipelines.contracts.pipes_stamp import STAMP_FIELD, stamp_of, writer_step
 from ads_ranking_pipelines.contracts.run_driver import parse_marker
 from ads_ranking_pipelines.defs.pipes import BackendJobLogReader
 
@@ -99,7 +99,8 @@ class DriverLog:
 
 class StepLogReader(BackendJobLogReader):
     """One step's share of the driver log (see the module docstring). Only messages stamped
-    by the step's own writer (its step id) or not stamped at all are taken."""
+    by the step's own writers (its step id, from any attempt of the driver) or not stamped at
+    all are taken."""
 
     def __init__(self, session: ClusterSession, context: Any, lines: queue.Queue, step_id: str,
                  **kwargs: Any) -> None:
@@ -115,7 +116,7 @@ class StepLogReader(BackendJobLogReader):
 
     def _handle(self, handler: PipesMessageHandler, msg: dict) -> None:
         stamp = stamp_of(msg)
-        if stamp is not None and stamp[0] != self.step_id:
+        if stamp is not None and writer_step(stamp[0]) != self.step_id:
             self._context.log.debug(f"[pipes] message {msg.get(STAMP_FIELD)} of another step dropped")
             return
         super()._handle(handler, msg)

@@ -4,9 +4,10 @@ Submitted once per Dagster run by its first Ray step (``defs/run_driver.py``), i
 job start and the imports once. It takes step ``n`` from the run's mailbox
 (``contracts/run_driver.py``), runs that step's body (``ray_jobs.train/evaluate/infer``'s
 ``body``, as their own entrypoints do) inside a Dagster Pipes session of that step's own
-bootstrap params, its messages stamped with the step id, between the step's begin and end
+bootstrap params, its messages stamped with the step id and this driver's attempt, between the step's begin and end
 markers; then writes the step's result (ok, or the error) and waits for the next one. A failing
-step fails only that step: the driver goes on with the run's next one. It ends when told
+step fails only that step: the driver goes on with the run's next one. Started again (KubeRay
+resubmits a RayJob readmitted by Kueue), it skips the steps that have a result. It ends when told
 (``exit``), when its job is stopped, or when the run's controller lease goes stale
 (``lease_watch``).
 """
@@ -18,6 +19,7 @@ import os
 import sys
 import time
 import traceback
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -47,11 +49,13 @@ def next_request(box: str, n: int, poll_s: float = POLL_S,
     return fs.read_json(uri)
 
 
-def run_step(request: dict[str, Any]) -> dict[str, Any]:
-    """One step's body in its own Pipes session; what to write as its result."""
+def run_step(request: dict[str, Any], attempt: str) -> dict[str, Any]:
+    """One step's body in its own Pipes session, its messages stamped as this step's from this
+    ``attempt`` of the driver; what to write as its result."""
     from dagster_pipes import PipesContext, PipesDefaultContextLoader, PipesMappingParamsLoader
 
     from ads_ranking_pipelines.contracts import ranges
+    from ads_ranking_pipelines.contracts.pipes_stamp import step_writer_id
     from ads_ranking_pipelines.ray_jobs.pipes_writer import StampingMessageWriter
 
     kind, step_id = request.get("kind"), str(request.get("step_id"))
@@ -62,7 +66,8 @@ def run_step(request: dict[str, Any]) -> dict[str, Any]:
         body = importlib.import_module(module).body
         spec = getattr(ranges, model).model_validate_json(request["spec"])
         params = PipesMappingParamsLoader(request.get("pipes") or {})
-        with PipesContext(params, PipesDefaultContextLoader(), StampingMessageWriter(step_id)) as pipes:
+        writer = StampingMessageWriter(step_writer_id(step_id, attempt))
+        with PipesContext(params, PipesDefaultContextLoader(), writer) as pipes:
             run_body(body, spec, PipesReporter(pipes), pipes.report_custom_message)
     except Exception as exc:
         return {"ok": False, "error": f"{type(exc).__name__}: {exc}",
@@ -72,18 +77,22 @@ def run_step(request: dict[str, Any]) -> dict[str, Any]:
 
 def serve(box: str, poll_s: float = POLL_S) -> int:
     """Serve the mailbox's steps in order until told to exit; how many were served."""
-    n = 1
+    n, attempt = 1, uuid.uuid4().hex[:8]      # this start of the driver (a readmitted job starts it again)
     while True:
         request = next_request(box, n, poll_s)
         if request.get("kind") == mailbox.EXIT_KIND:
             print(f"[run-driver] told to exit after {n - 1} step(s)", flush=True)
             return n - 1
-        step_id = str(request.get("step_id"))
+        step_id, result_uri = str(request.get("step_id")), fs.join(box, mailbox.result_name(n))
+        if fs.exists(result_uri):    # this job was started again (a Kueue readmission, a retry)
+            print(f"[run-driver] step {step_id} was served by this job's earlier attempt: skipped", flush=True)
+            n += 1
+            continue
         print(mailbox.begin_marker(step_id), flush=True)
-        result = run_step(request)
+        result = run_step(request, attempt)
         sys.stdout.flush()
         sys.stderr.flush()
-        fs.write_json_atomic(fs.join(box, mailbox.result_name(n)), result)
+        fs.write_json_atomic(result_uri, result)
         print(mailbox.end_marker(step_id), flush=True)
         n += 1
 

@@ -9,6 +9,7 @@ import threading
 import types
 
 from ads_ranking_pipelines.backends.base import JobState, JobStatus
+from ads_ranking_pipelines.contracts.pipes_stamp import step_writer_id
 from ads_ranking_pipelines.contracts.run_driver import begin_marker, end_marker
 from ads_ranking_pipelines.defs.run_driver_log import END, DriverLog, StepLogReader
 
@@ -76,3 +77,16 @@ def test_a_step_reader_takes_only_its_own_writers_messages():
     for line in (_message("b", 1), _message("a", 7), _message("b", 2)):
         reader._take(handler, line)
     assert [m["params"]["message"] for m in handler.messages] == ["m1", "m2"]
+
+
+def test_a_readmitted_driver_s_messages_for_the_same_step_are_new_not_replays():
+    """A driver started again (Kueue readmitted its RayJob) numbers the step's messages from 1
+    again under a new attempt: both attempts' messages reach the step, a replay of either does not."""
+    context = types.SimpleNamespace(log=types.SimpleNamespace(info=lambda m: None, debug=lambda m: None))
+    reader = StepLogReader(None, context, None, "train-1")
+    handler = _Handler()
+    first, again = step_writer_id("train-1", "a1"), step_writer_id("train-1", "b2")
+    for line in (_message(first, 1), _message(first, 2), _message(first, 1),     # a retried pod's replay
+                 _message(again, 1), _message(again, 2), _message(step_writer_id("score-2", "b2"), 3)):
+        reader._take(handler, line)
+    assert [m["ads_ranking_stamp"] for m in handler.messages] == [[first, 1], [first, 2], [again, 1], [again, 2]]
