@@ -38,9 +38,9 @@ LONG = ["--epochs", "100", "--param", "early_stopping_patience=0"]   # trains it
 PHASES = {
     "provisioning": ("provisioning Ray cluster", LONG),
     "training": (None, LONG),
-    "evaluation": ("Ray job evaluate-", ["--epochs", "1", *gate_args(TINY_MODEL_GATES)]),
+    "evaluation": ("step evaluate-", ["--epochs", "1", *gate_args(TINY_MODEL_GATES)]),
     # gates it passes (one epoch on 2000 rows is badly calibrated), so scoring has a champion
-    "scoring": ("Ray job infer-", ["--epochs", "1", *gate_args({**TINY_MODEL_GATES, "min_calibration": 0.01,
+    "scoring": ("step infer-", ["--epochs", "1", *gate_args({**TINY_MODEL_GATES, "min_calibration": 0.01,
                                                                   "max_calibration": 100.0})]),
 }
 DEAD_WITHIN_S = 60.0

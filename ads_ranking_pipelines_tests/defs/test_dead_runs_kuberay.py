@@ -3,11 +3,11 @@
 ``ads-ranking pipeline run`` on the KubeRay backend runs as a real process against the fake API
 server (``Scenario(execute=True)``: each RayJob's cluster is a real local Ray cluster and its
 submitter really runs the job). The storage root is a path on the "shared volume" the Ray pods
-see (here: the same disk). Once training runs (a checkpoint exists), or while the training
-RayJob's cluster is still starting, the CLI is SIGKILLed, as a lost run pod or an OOM kill
-would. Then: the training job's driver sees the run's controller lease go stale (a driver that
-starts after the kill finds it stale) and exits (the Ray job FAILED), the RayJob goes Failed and KubeRay's deletion
-rules delete its RayCluster (its Ray processes stop); ``ads-ranking cluster gc`` reports the
+see (here: the same disk). Once training runs (a checkpoint exists), or while the cluster of the
+run's RayJob is still starting, the CLI is SIGKILLed, as a lost run pod or an OOM kill would.
+Then: the run's driver (one Ray job for all its steps) sees the run's controller lease go stale
+(a driver that starts after the kill finds it stale) and exits (the Ray job FAILED), the RayJob
+goes Failed and KubeRay's deletion rules delete its RayCluster (its Ray processes stop); ``ads-ranking cluster gc`` reports the
 dead run, marks it FAILURE and deletes the RayJob of the now finished run. Nothing is left in
 the fake nor on the machine, and no version of the dead run can be promoted.
 """
@@ -75,23 +75,24 @@ def _until(predicate: Callable[[], object], timeout_s: float, what: str, lines: 
     return time.monotonic() - t0
 
 
-def _training_rayjob(fake: FakeKubeApiServer, states: tuple[str, ...] = ("Running",)) -> str | None:
-    """The training step's RayJob once its ``jobDeploymentStatus`` is one of ``states``."""
+def _driver_rayjob(fake: FakeKubeApiServer, states: tuple[str, ...] = ("Running",)) -> str | None:
+    """The run's RayJob (its one driver, for all its steps) once its ``jobDeploymentStatus`` is
+    one of ``states``."""
     for name in fake.names(RAYJOBS, NS):
         obj = fake.get(RAYJOBS, NS, name) or {}
         labels = obj.get("metadata", {}).get("labels", {})
-        if labels.get(SUBMISSION_ID_LABEL, "").startswith("train-") and \
+        if labels.get(SUBMISSION_ID_LABEL, "").startswith("run-") and \
                 (obj.get("status") or {}).get("jobDeploymentStatus", "") in states:
             return name
     return None
 
 
-# When to kill: provisioning = the training RayJob is created, its cluster not up yet (the
+# When to kill: provisioning = the run's RayJob is created, its cluster not up yet (the
 # driver starts after the controller is gone and finds the lease stale); training = a
 # checkpoint is written.
 PHASES = {
-    "provisioning": lambda fake, ads_home: _training_rayjob(fake, ("", "New", "Initializing")),
-    "training": lambda fake, ads_home: _training_rayjob(fake) and any(
+    "provisioning": lambda fake, ads_home: _driver_rayjob(fake, ("", "New", "Initializing")),
+    "training": lambda fake, ads_home: _driver_rayjob(fake) and any(
         (ads_home / "ray_results").glob("*/checkpoint_2*")),
 }
 
@@ -133,7 +134,7 @@ def test_sigkill_of_a_kuberay_run_stops_and_deletes_its_rayjob(phase, fake_apise
     try:
         _until(lambda: proc.poll() is not None or PHASES[phase](fake, ads_home), 400, phase, lines)
         assert proc.poll() is None, f"the run ended before {phase}:\n" + "".join(lines[-40:])
-        name = _training_rayjob(fake, ("", "New", "Initializing", "Running"))
+        name = _driver_rayjob(fake, ("", "New", "Initializing", "Running"))
         assert _run(dagster_home).status == dg.DagsterRunStatus.STARTED
         proc.send_signal(signal.SIGKILL)
         killed = time.monotonic()

@@ -120,9 +120,10 @@ def test_a_dagster_run_on_an_existing_raycluster(fake_apiserver: FakeKubeApiServ
             run_config=run_config(TINY, TINY_SOURCE, evaluation=LOOSE), partition_key=DAY.isoformat(),
             instance=instance, raise_on_error=False)
         assert result.success, [e.message for e in result.all_events if e.is_failure]
-    # three RayJobs, each on the shared cluster (clusterSelector: KubeRay made no cluster for any)
+    # one RayJob, the run's driver for its three steps, on the shared cluster (clusterSelector:
+    # KubeRay made no cluster for it)
     rayjobs = [key[2] for key in fake_apiserver.created if key[0] == RAYJOBS]
-    assert len(rayjobs) == 3 and all(name.startswith("shared-") for name in rayjobs), rayjobs
+    assert len(rayjobs) == 1 and all(name.startswith("shared-") for name in rayjobs), rayjobs
     assert fake_apiserver.operator_made == []
     runtime = fake_apiserver.runtime()
     assert list(runtime.clusters) == [(RAYCLUSTERS, NS, "shared")]

@@ -83,10 +83,11 @@ def urgent_rayjob(resource: KubeRayResource) -> tuple[dict, float]:
     return manifest, cpus
 
 
-def _training_rayjob(fake: FakeKubeApiServer) -> str | None:
+def _driver_rayjob(fake: FakeKubeApiServer) -> str | None:
+    """The run's RayJob (its one driver, for all its steps) once it runs."""
     for name in fake.names(RAYJOBS, NS):
         obj = fake.get(RAYJOBS, NS, name) or {}
-        if obj["metadata"]["labels"].get(SUBMISSION_ID_LABEL, "").startswith("train-") and \
+        if obj["metadata"]["labels"].get(SUBMISSION_ID_LABEL, "").startswith("run-") and \
                 obj.get("status", {}).get("jobDeploymentStatus") == "Running":
             return name
     return None
@@ -128,10 +129,10 @@ def test_preempted_backfill_is_readmitted_and_resumes_from_its_checkpoint(
     started = time.monotonic()
     run = threading.Thread(target=materialize, daemon=True)
     run.start()
-    assert fake.wait_for(lambda: not run.is_alive() or (_training_rayjob(fake) is not None and
+    assert fake.wait_for(lambda: not run.is_alive() or (_driver_rayjob(fake) is not None and
                                                         _checkpoints(ads_home)), 400), "no checkpoint"
     assert run.is_alive(), out
-    backfill = _training_rayjob(fake)
+    backfill = _driver_rayjob(fake)
     client = KubeRayClient.for_host(fake.url)
     client.create(RAYJOBS, NS, manifest)
     run.join(600)

@@ -12,8 +12,9 @@ injected worse model, then ``model rollback``:
 * the terminal output of ``pipeline run`` is under 40 lines and ends with the JSON line;
 * rollback restores the previous champion and records who/why.
 
-It also carries what the single-day end-to-end test used to check (Ray job lines and per-epoch
-observations in the event log, the scores' parquet, nothing left running), so the suite pays
+It also carries what the single-day end-to-end test used to check (the run's one driver job and
+its steps handed to it, per-epoch observations in the event log, the scores' parquet, nothing
+left running), so the suite pays
 for two real pipeline runs here instead of three.
 """
 
@@ -83,8 +84,9 @@ def test_backfill_then_a_bad_day_then_rollback(env, tmp_path):
         messages = [e.user_message or "" for e in _records(instance, run.run_id)]
         assert sum("provisioning Ray cluster" in m for m in messages) == 1      # one cluster
         submitted = [m for m in messages if m.startswith("[pipes] Ray job") and "submitted" in m]
-        assert [m.split()[3].split("-")[:2] for m in submitted] == [       # one Ray job per step for all days
-            [kind, "20260310"] for kind in ("train", "evaluate", "infer")], submitted
+        assert [m.split()[3].split("-")[:2] for m in submitted] == [["run", run.run_id[:8]]], submitted
+        handed = [m.split()[2].split("-")[0] for m in messages if m.startswith("[pipes] step ")]
+        assert handed == ["train", "evaluate", "infer"], handed     # one driver; one step each for all days
         observed = [e.dagster_event.event_specific_data.asset_observation.metadata
                     for e in _records(instance, run.run_id, "ASSET_OBSERVATION")]
         trained = _materializations(instance, run.run_id, "trained_model")
