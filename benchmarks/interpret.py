@@ -48,10 +48,16 @@ def interpret(records: dict[str, dict[str, Any]]) -> list[str]:
         fl = p4.get("floor", {})
         if fl.get("floor_s") is not None:
             parts = ", ".join(f"{k[:-2].replace('_', ' ')} {v}" for k, v in fl["parts"].items())
-            out.append(f"P4 floor of this design (a cluster per run, a Ray job per step), measured here: "
+            out.append(f"P4 floor of this design (a cluster per run, one Ray job driver per run), measured here: "
                        f"{fl['floor_s']} s ({parts}) against the {fl['goal_s']:g} s goal.")
         if (pc := p4.get("process_cpu") or {}).get("total_cpu_s") is not None:
             out.append(_p4_cpu_sentence(pc))
+        if (w := p4.get("warm") or {}).get("overhead_s") is not None:
+            out.append(f"P4w: on an existing cluster (started beforehand in {w['cluster_start_s']} s, not paid by the "
+                       f"run) the first run's overhead was {w['first_run_on_cluster_overhead_s']} s and the second's "
+                       f"{w['overhead_s']} s (goal <= {w['goal_s']:g} s: {'met' if w.get('goal_met') else 'not met'}).")
+        elif w.get("error"):
+            out.append(f"P4w failed: {one_line(w['error'])}.")
     q1 = records.get("Q1")
     if q1 and q1.get("ratio") is not None:
         for name, r in q1.get("results", {}).items():
@@ -71,6 +77,11 @@ def interpret(records: dict[str, dict[str, Any]]) -> list[str]:
                    f"{s1.get('runs')} single-day runs spent {p5['singles_overhead_per_day_s']} s per day "
                    f"({s1.get('clusters')} cluster starts, {s1.get('ray_jobs', '?')} Ray jobs): ratio {p5['ratio']:.2f}; "
                    f"goal <= {p5['goal_s_per_day']} s per day {'met' if p5.get('goal_met') else 'not met'}.")
+        if (t := p5.get("p5t") or {}).get("ratio") is not None:
+            out.append(f"P5t: the backfill's training job took {t['train_wall_s']} s for {t['in_loop_s']} s of epochs "
+                       f"(train + validation + checkpoint): {t['ratio']} (days after the first "
+                       f"{t.get('days_after_first')}; goal <= {t['goal']}: {'met' if t['ratio'] <= t['goal'] else 'not met'}); "
+                       f"single-day runs: {', '.join(str(x) for x in p5.get('p5t_singles') or [])}.")
     p6, s1 = records.get("P6"), records.get("S1")
     if p6 and p6.get("ratio") is not None:
         out.append(f"P6: during a daily run the machine used {p6['peak_above_idle_gib']} GiB above its idle figure at the "
@@ -95,7 +106,28 @@ def interpret(records: dict[str, dict[str, Any]]) -> list[str]:
     return out
 
 
+def _p1ab_sentence(p1: dict[str, Any]) -> str:
+    """P1a (Ray's overhead on one core) and P1b (what the second worker buys, beside what a second
+    core buys the bare loop), from P1's records since 2026-12-04."""
+    r, b = p1["ratio"], p1["p1b"]
+    return (f"P1a (Ray's overhead): with 1 worker our Ray Train path trains at {k_fmt(p1['ours_1w_samples_per_s'])} "
+            f"samples/s, the bare loop with 1 thread at {k_fmt(p1['bare_1thread_samples_per_s'])}: {r:.0%} of it "
+            f"(pairs {p1.get('ratio_min')}-{p1.get('ratio_max')}; goal >= {p1.get('goal', 0.95):.0%}: "
+            f"{'met' if r >= p1.get('goal', 0.95) else 'not met'}). P1b (distribution): 2 workers give "
+            f"{fmt_spread(b['ratio'])}x the samples/s of 1 worker, where a second thread gives the bare loop "
+            f"{fmt_spread(b['machine_limit'])}x on this 2-core machine (its physical limit for this model); "
+            f"2 workers vs the faster bare run: {fmt_spread(p1.get('ratio_2w_vs_bare'))}.")
+
+
 def _p1_sentence(p1: dict[str, Any]) -> str:
+    if p1.get("p1b"):
+        text = _p1ab_sentence(p1)
+        gaps = {k: v.get("gap_us_per_sample") for k, v in (p1.get("breakdown_p1a") or {}).items()
+                if k not in ("epoch", "embedding_forward", "grad_allreduce") and v.get("gap_us_per_sample") is not None}
+        if gaps:
+            top = sorted(gaps.items(), key=lambda kv: -kv[1])[:4]
+            text += " P1a gap per sample by phase: " + ", ".join(f"{k} {v:+.2f} us" for k, v in top) + "."
+        return text
     r = p1["ratio"]
     text = (f"P1: over {p1.get('pairs', 1)} interleaved pairs our Ray Train path trains at "
             f"{k_fmt(p1['ours_samples_per_s'])} samples/s (median), the bare one-process loop (same model, rows, "

@@ -1,4 +1,17 @@
-"""P1: training samples/s of our Ray Train path vs a bare single-process torch loop.
+"""P1: training samples/s of our Ray Train path vs a bare single-process torch loop, split in two
+figures that say which part is Ray's overhead and which is distribution (issue 24):
+
+* **P1a** (``ratio``) = ours with **1 worker** (1 CPU, 1 torch thread) / the bare loop with **1
+  thread**: the same work on the same one core, so the gap is what Ray Train, Ray Data feeding,
+  TorchRec's DMP wrapper and our loop cost (goal >= 0.95);
+* **P1b** (``p1b``) = ours with 2 workers / ours with 1 worker, beside ``machine_limit`` = the bare
+  loop with 2 threads / with 1 thread on the same rows: how much a second core buys this model on
+  this 2-core machine with no distribution at all (the physical limit P1b can reach here; 2.0
+  would be perfect scaling). The collectives that 2 ranks add are timed alone
+  (``collective_floor``, below);
+* ``ratio_2w_vs_bare`` is the figure P1 reported before 2026-12-04 (ours with 2 workers / the
+  faster bare run), kept for the table's history.
+
 
 ours  ``training.trainer.train`` (TorchTrainer, 2 workers x 1 CPU x 1 torch thread, TorchRec DMP
       over gloo, each fed by its own materialized Ray Data dataset) on an in-process local Ray, with
@@ -14,10 +27,10 @@ bare  the same unsharded ``build_model`` in this one process, same transformed r
       MLPs (see ``_train.run_bare``), with 2 torch threads (= our total) and with 1. Figure: rows
       / time of the epochs after the first (slicing numpy, tensors/KJT, forward, backward, steps).
 
-Interleaved repeats: one Ray is started, then ``--pairs`` N times (default 3): ours, bare with
-2 threads (all epochs, unless 45 s have passed after the second), bare with 1 thread (2 epochs:
-one warm-up, one measured); the load average is read before each. Each pair gives a ratio
-ours / the faster of its two bare runs (on a quiet machine that should be the 2-thread run;
+Interleaved repeats: one Ray is started, then ``--pairs`` N times (default 3): ours with 1 worker,
+bare with 1 thread, ours with 2 workers, bare with 2 threads (each bare run: all epochs, unless
+45 s have passed after the second); the load average is read before each. Each pair gives P1a,
+P1b and its machine limit, and the old ratio ours / the faster of its two bare runs (on a quiet machine that should be the 2-thread run;
 on a contended one two OpenMP threads can lose 10-50x, and a reference crippled that way would
 flatter ours; ``contended`` counts the pairs where 1 thread won) and ours / bare-2-threads.
 ``ratio`` is the median over the pairs, with min and max beside it.
@@ -53,17 +66,18 @@ def body(tmp: str) -> dict[str, Any]:
     epochs = 2 if fast() else 4
     days = _train.window()
     source = synthetic_source(os.path.join(tmp, "events"), days, _train.rows_per_day())
-    p = _train.params(WORKERS, epochs)
+    p, p1 = _train.params(WORKERS, epochs), _train.params(1, epochs)
     runs: list[dict[str, Any]] = []
     with local_ray(tmp, NUM_CPUS):
         for i in range(pairs()):
             run: dict[str, Any] = {"pair": i + 1, "loadavg_before": loadavg()}
-            log(f"pair {i + 1}: our Ray Train path")
+            log(f"pair {i + 1}: our Ray Train path, 1 worker; bare loop, 1 thread")
+            run["ours1"] = _train.run_ours(tmp, source, days, p1, f"p1-{i + 1}-w1")
+            run["bare1"] = _train.run_bare(source, days, p1, threads=1, max_seconds=45)
+            run["loadavg_before_2"] = loadavg()
+            log(f"pair {i + 1}: our Ray Train path, {WORKERS} workers; bare loop, {WORKERS} threads")
             run["ours"] = _train.run_ours(tmp, source, days, p, f"p1-{i + 1}")
-            run["loadavg_before_bare"] = loadavg()
-            log(f"pair {i + 1}: bare loop")
             run["bare2"] = _train.run_bare(source, days, p, threads=WORKERS * int(p.cpus_per_worker), max_seconds=45)
-            run["bare1"] = _train.run_bare(source, days, p, threads=1, epochs=2)
             runs.append(run)
     out = summarize(runs, p, days)
     out["collective_floor"] = _collective_floor(source, p)
@@ -92,11 +106,22 @@ def summarize(runs: list[dict[str, Any]], p, days) -> dict[str, Any]:
         r["bare_best_threads"] = best["threads"]
         ratios.append(_ratio(r["ours"]["samples_per_s"], best["samples_per_s"]))
         ratios2.append(_ratio(r["ours"]["samples_per_s"], r["bare2"]["samples_per_s"]))
-    ratio = spread(ratios)
+    p1a = spread([_ratio(r["ours1"]["samples_per_s"], r["bare1"]["samples_per_s"]) for r in runs])
     return {
-        "ratio": ratio["median"],
-        "ratio_min": ratio["min"], "ratio_max": ratio["max"], "pairs": len(runs),
-        "metric": "training samples/s, steady-state epochs (first epoch excluded), ours / bare, median of interleaved pairs",
+        "ratio": p1a["median"],
+        "ratio_min": p1a["min"], "ratio_max": p1a["max"], "pairs": len(runs),
+        "metric": "P1a: training samples/s, steady-state epochs (first epoch excluded), ours 1 worker / bare 1 "
+                  "thread, median of interleaved pairs",
+        "goal": 0.95,
+        "ours_1w_samples_per_s": spread([r["ours1"]["samples_per_s"] for r in runs], 1),
+        "bare_1thread_samples_per_s": spread([r["bare1"]["samples_per_s"] for r in runs], 1),
+        "p1b": {"ratio": spread([_ratio(r["ours"]["samples_per_s"], r["ours1"]["samples_per_s"]) for r in runs]),
+                "metric": "ours 2 workers / ours 1 worker (samples/s)",
+                "machine_limit": spread([_ratio(r["bare2"]["samples_per_s"], r["bare1"]["samples_per_s"])
+                                         for r in runs]),
+                "machine_limit_metric": "bare 2 threads / bare 1 thread on the same rows: what a second core "
+                                        "buys this model here without distribution"},
+        "ratio_2w_vs_bare": spread(ratios),
         "ours_samples_per_s": spread([r["ours"]["samples_per_s"] for r in runs], 1),
         "bare_samples_per_s": spread([max(r["bare2"]["samples_per_s"] or 0, r["bare1"]["samples_per_s"] or 0)
                                       for r in runs], 1),
@@ -108,6 +133,7 @@ def summarize(runs: list[dict[str, Any]], p, days) -> dict[str, Any]:
         "breakdown": breakdown([r["ours"]["phases"] for r in runs],
                                [r["bare2" if r["bare_best_threads"] == r["bare2"]["threads"] else "bare1"]["phases"]
                                 for r in runs]),
+        "breakdown_p1a": breakdown([r["ours1"]["phases"] for r in runs], [r["bare1"]["phases"] for r in runs]),
         "runs": runs,
         "config": {**_train.params_summary(p), "rows": runs[0]["ours"]["rows"], "days": len(days),
                    "total_threads": WORKERS * int(p.cpus_per_worker), "ray_num_cpus": NUM_CPUS,

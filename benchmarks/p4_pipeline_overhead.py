@@ -2,7 +2,8 @@
 
 Runs the real pipeline, ``cli.pipeline.run_pipeline(day, params, source, environ)`` (Dagster
 ``daily_retraining``, in-process executor, local backend: its default layout, one Ray node
-with the 2 one-CPU workers' CPUs, on loopback, three Ray jobs submitted over the job API and followed with Pipes), with
+with the 2 one-CPU workers' CPUs, on loopback, one Ray job (the run's driver, which serves the train,
+evaluate and score steps) submitted over the job API and followed with Pipes), with
 ADS_RANKING_HOME and DAGSTER_HOME in this benchmark's temp dir. The synthetic event days are
 written before the run (their generation time is reported apart, not counted), so the run
 only checks them, as it would with a real source.
@@ -36,6 +37,9 @@ Then it reads the run back from the Dagster instance:
   does not skew; teardown (last step end -> "Finished steps", the resource closing
   the cluster) and RUN_SUCCESS -> return.
 
+``warm`` (P4w, issue 24): the same daily run twice on a cluster started beforehand and left
+running (``pipeline run --cluster NAME``), its overhead against the 8 s goal (``measure_warm``).
+
 Provisioning and teardown are also measured on their own: ``LocalRayBackend(...).session(
 ClusterRequest(workers=2, cpus_per_worker=1))`` entered and left once, after the run, in the
 run's layout and then in the other one (``node_per_worker``: a head + 2 worker nodes). In the
@@ -47,10 +51,10 @@ and every process it starts: the cluster's Ray processes, job supervisors and dr
 Train's actors and workers, Ray Data's workers), by group (``_proc_cpu``; sampled every 0.25 s,
 so lower bounds). On 2 cores, ``total_cpu_s`` / 2 is the least wall time that work takes.
 
-``floor``: the least this design (a cluster per run, one Ray job per step) costs here beyond
-in-job compute, from parts measured in this benchmark: run launch + provisioning alone + the
-empty jobs + each driver's imports (``DRIVER_IMPORTS``, CPU-s in a fresh interpreter, one core)
-+ teardown alone; beside ``goal_s`` (15 s).
+``floor``: the least this design (a cluster per run, one Ray job driver per run) costs here
+beyond in-job compute, from parts measured in this benchmark: run launch + provisioning alone +
+one empty job + the driver's imports (``DRIVER_IMPORTS`` in one fresh interpreter, CPU-s, one
+core) + teardown alone; beside ``goal_s`` (20 s, issue 24).
 """
 
 from __future__ import annotations
@@ -159,7 +163,7 @@ def _measure_cluster(tmp: str) -> dict[str, Any]:
         t0 = time.perf_counter()
         with backend.session(request) as session:
             t1 = time.perf_counter()
-            empty = [_empty_job(session, i) for i in range(len(IN_JOB))] if single else []
+            empty = [_empty_job(session, 0)] if single else []      # the run's one driver job
             t_jobs = time.perf_counter()
         t2 = time.perf_counter()
         row = {"provision_s": round(t1 - t0, 2), "teardown_s": round(t2 - t_jobs, 2), "nodes": nodes}
@@ -187,8 +191,8 @@ def _empty_job(session: Any, i: int) -> float:
     return time.perf_counter() - t0
 
 
-# What each job's driver imports to do its work (the modules its entrypoint's body imports,
-# with the Ray libraries it drives), timed in a fresh interpreter: CPU-seconds on one core.
+# What the run's driver imports to serve each step (the modules each step's body imports, with
+# the Ray libraries it drives), timed together in one fresh interpreter: CPU-seconds on one core.
 DRIVER_IMPORTS = {
     "trained_model": "import ray, ray.train.torch; import ads_ranking_pipelines.training.trainer",
     "model_evaluation": "import ads_ranking_pipelines.training.evaluate",
@@ -197,21 +201,21 @@ DRIVER_IMPORTS = {
 
 
 def floor(result: dict[str, Any]) -> dict[str, Any]:
-    """The least a daily run of this design (a cluster per run, one Ray job per step) costs
+    """The least a daily run of this design (a cluster per run, one Ray job driver per run) costs
     here beyond its jobs' compute, from parts measured in this benchmark: the run's launch,
-    the cluster started and torn down alone, an empty job per step, and each driver's imports
-    (one core each: a driver imports on one thread)."""
+    the cluster started and torn down alone, one empty job, and the driver's imports for all its
+    steps (one core: a driver imports on one thread)."""
     from benchmarks import _floors
 
     b, alone = result["breakdown"], result["breakdown"].get("cluster_alone", {})
     if "empty_job_s" not in alone:
         return {"error": "no cluster measured alone"}
-    imports = {step: _floors.import_floor(stmt) for step, stmt in DRIVER_IMPORTS.items()}
+    imports = {"run_driver": _floors.import_floor("; ".join(DRIVER_IMPORTS.values()))}
     parts = {"run_launch_s": b.get("run_launch_s") or 0.0, "provision_s": alone["provision_s"],
              "empty_jobs_s": round(sum(alone["empty_job_s"]), 2),
              "driver_imports_s": round(sum(i["cpu_s_min"] for i in imports.values()), 2),
              "teardown_s": alone["teardown_s"]}
-    return {"parts": parts, "floor_s": round(sum(parts.values()), 2), "goal_s": 15.0, "driver_imports": imports}
+    return {"parts": parts, "floor_s": round(sum(parts.values()), 2), "goal_s": 20.0, "driver_imports": imports}
 
 
 def body(tmp: str) -> dict[str, Any]:
@@ -255,6 +259,11 @@ def body(tmp: str) -> dict[str, Any]:
     result["breakdown"]["cluster_alone"] = cluster
     log("the floor of this design: launch, cluster alone, empty jobs, driver imports")
     result["floor"] = floor(result)
+    log("P4w: the same run twice on an existing cluster (pipeline run --cluster)")
+    try:
+        result["warm"] = measure_warm(home, params, source)
+    except Exception as exc:  # a second measurement: the cold run's figures above stand without it
+        result["warm"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
     return {
         **result,
         "summary": {k: summary.get(k) for k in ("model_version", "auc", "baseline_auc", "oracle_auc")},
@@ -262,6 +271,57 @@ def body(tmp: str) -> dict[str, Any]:
                    "days_read": len(days), "synthetic_generation_s": round(gen_s, 2), "fast": fast()},
         "loadavg_before": load_before, "loadavg_after": loadavg(),
     }
+
+
+WARM_GOAL_S = 8.0
+# the warm runs retrain the same day against the cold run's champion: gates wide enough that a
+# run is measured, not judged (a failed gate ends the run before scoring)
+LOOSE_GATES = {"max_auc_gap_vs_baseline": 0.5, "max_auc_drop_vs_champion": 0.5, "min_calibration": 0.1,
+               "max_calibration": 10.0}
+
+
+def measure_warm(home: str, params, source) -> dict[str, Any]:
+    """P4w: a cluster started beforehand as ``ads-ranking cluster create --backend local`` makes it
+    (same layout and size as a run's own), then the same daily run twice on it
+    (``run_pipeline(..., target={"existing_cluster": name})``, as ``pipeline run --cluster``):
+    the first run finds fresh Ray worker processes, the second the ones the first left idle.
+    ``ratio`` is the second run's overhead (wall - in-job compute) against the 8 s goal; the
+    cluster's own start is reported apart (``cluster_start_s``: not paid by a run that borrows it)."""
+    import dagster as dg
+
+    from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
+    from ads_ranking_pipelines.cli.pipeline import run_pipeline
+    from ads_ranking_pipelines.config.cluster import ClusterRequest
+
+    request = ClusterRequest(name="bench-warm", owner="bench", workers=params.num_workers,
+                             cpus_per_worker=params.cpus_per_worker)
+    t0 = time.perf_counter()
+    cluster = LocalRayCluster.start(request, os.path.join(home, "clusters"), single_node=True)
+    runs: list[dict[str, Any]] = []
+    try:
+        start_s = time.perf_counter() - t0
+        for i in range(2):
+            t_call = time.time()
+            t1 = time.perf_counter()
+            summary = run_pipeline(DAY, params, source, dict(os.environ), verbose=False,
+                                   evaluation=LOOSE_GATES, target={"existing_cluster": request.name})
+            total = time.perf_counter() - t1
+            if summary.get("error"):
+                raise RuntimeError(f"warm run {i + 1} failed: {summary['error']}")
+            with dg.DagsterInstance.get() as instance:
+                a = analyze(instance, summary["run_id"], t_call, total)
+            runs.append({k: a[k] for k in ("total_s", "in_job_compute_s", "overhead_s", "strict_overhead_s")}
+                        | {"steps": a["breakdown"]["steps"], "teardown_s": a["breakdown"]["teardown_s"],
+                           "run_launch_s": a["breakdown"]["run_launch_s"]})
+            log(f"warm run {i + 1}: {total:.1f}s wall, overhead {a['overhead_s']}s")
+    finally:
+        cluster.stop(force=True)
+    warm = runs[-1]
+    return {"ratio": round(warm["overhead_s"] / WARM_GOAL_S, 3),
+            "metric": "overhead (wall - in-job compute) of a daily run on a warm existing cluster / the 8 s goal",
+            "overhead_s": warm["overhead_s"], "goal_s": WARM_GOAL_S, "goal_met": warm["overhead_s"] <= WARM_GOAL_S,
+            "first_run_on_cluster_overhead_s": runs[0]["overhead_s"], "cluster_start_s": round(start_s, 2),
+            "runs": runs}
 
 
 def _add_training_parts(parts: dict[str, float], obs: Any) -> None:

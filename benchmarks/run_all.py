@@ -205,7 +205,7 @@ figure here is asserted anywhere. One-off measurements behind design choices are
 `DESIGN_MEASUREMENTS.md`. The summary table is rebuilt from the run sections below on
 every `--record`.
 
-| run (UTC) | machine | P1 train ours/bare | P2 train 2w/1w | P3 infer ours/bare | P4 overhead/total | P5 backfill/singles overhead per day | P6 peak memory / 6 GiB | S1 slope ours/bare | Q1 min AUC lift vs XGBoost | note |
+| run (UTC) | machine | P1 train ours/bare (from 12-04: P1a 1w/bare-1-thread; P1b 2w/1w) | P2 train 2w/1w | P3 infer ours/bare | P4 overhead/total | P5 backfill/singles overhead per day | P6 peak memory / 6 GiB | S1 slope ours/bare | Q1 min AUC lift vs XGBoost | note |
 |---|---|---|---|---|---|---|---|---|---|---|
 """
 RUN_RE = re.compile(r"^## Run (?P<date>.+?)\n(?P<body>.*?)(?=^## Run |\Z)", re.S | re.M)
@@ -222,6 +222,10 @@ def _fmt_ratio(rec: dict[str, Any] | None) -> str:
     extra = ""
     if rec.get("ratio_min") is not None:     # a median of interleaved pairs
         extra = f" [{rec['ratio_min']:.3g}-{rec['ratio_max']:.3g}, {rec.get('pairs')} pairs]"
+    if rec.get("bench") == "P1" and rec.get("p1b"):     # since 2026-12-04: P1a, with P1b beside it
+        return (f"P1a {r:.3g}{extra} ({k_fmt(rec.get('ours_1w_samples_per_s'))} vs "
+                f"{k_fmt(rec.get('bare_1thread_samples_per_s'))} samples/s); P1b 2w/1w "
+                f"{fmt_spread(rec['p1b']['ratio'])} (machine {fmt_spread(rec['p1b']['machine_limit'])})")
     if rec.get("bench") == "P1":
         extra += f" ({k_fmt(rec.get('ours_samples_per_s'))} vs {k_fmt(rec.get('bare_samples_per_s'))} samples/s)"
     elif rec.get("bench") == "P2":
@@ -232,10 +236,13 @@ def _fmt_ratio(rec: dict[str, Any] | None) -> str:
     elif rec.get("bench") == "P4":
         extra = f" ({rec.get('overhead_s')} of {rec.get('total_s')} s"
         extra += f"; strict {rec['strict_overhead_s']} s)" if rec.get("strict_overhead_s") is not None else ")"
+        if (rec.get("warm") or {}).get("overhead_s") is not None:
+            extra += f"; P4w warm {rec['warm']['overhead_s']} s overhead"
     elif rec.get("bench") == "Q1":
         return f"{r:+.4f} AUC ({', '.join(rec.get('results', {}))})"
     elif rec.get("bench") == "P5":
-        extra = f" ({rec.get('backfill_overhead_per_day_s')} vs {rec.get('singles_overhead_per_day_s')} s/day)"
+        extra = f" ({rec.get('backfill_overhead_per_day_s')} vs {rec.get('singles_overhead_per_day_s')} s/day"
+        extra += f"; P5t {rec['p5t']['ratio']})" if (rec.get("p5t") or {}).get("ratio") is not None else ")"
     elif rec.get("bench") == "P6":
         extra = (f" ({rec.get('peak_above_idle_gib')} GiB above idle; processes PSS "
                  f"{rec.get('processes_peak_pss_gib')} GiB)")
