@@ -14,7 +14,7 @@ from ads_ranking_pipelines.defs.train_step import RESULT_FIELDS
 from ads_ranking_pipelines.ray_jobs.train import body
 from ads_ranking_pipelines.training.export import is_model_version, read_manifest
 from ads_ranking_pipelines_tests.training._toy import write_days
-from ads_ranking_pipelines_tests.training.conftest import local_ray  # noqa: F401 - the fixture
+from ads_ranking_pipelines_tests.training.conftest import local_ray, ray_home  # noqa: F401 - the fixtures
 
 pytestmark = pytest.mark.ray
 
