@@ -108,7 +108,8 @@ def evaluate_days(context: dg.AssetExecutionContext, config: EvaluationConfig, r
     check_scoring_ahead(context, registry, source, days, settled=False)
     champion = spec.champion.version if spec.champion else None
     request = ray_cluster.cluster_request(widest([d.params for d in plan]), context.run.run_id)
-    results, metadata = DayResults(), DayMetadata(context)
+    results = DayResults()
+    metadata = DayMetadata(context, results)
     try:
         run_step(context, ray_cluster, request, "evaluate", spec, days, results, registry.layout.root)
     except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt):

@@ -88,7 +88,8 @@ def score_days(context: dg.AssetExecutionContext, registry: ModelRegistry, sourc
     request = ray_cluster.cluster_request(widest([p for _, p in planned]), context.run.run_id)
     spec = InferRangeSpec(source=source, id_columns=("impression_id",) if source.kind == "synthetic" else (),
                           days=tuple(d for d, _ in planned), concurrency=scoring_concurrency(request))
-    results, metadata = DayResults(), DayMetadata(context)
+    results = DayResults()
+    metadata = DayMetadata(context, results)
     try:
         run_step(context, ray_cluster, request, "infer", spec, days, results, registry.layout.root)
     except BaseException:

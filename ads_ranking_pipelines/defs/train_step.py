@@ -70,7 +70,8 @@ def train_days(context: dg.AssetExecutionContext, ray_cluster: RayClusterResourc
                      + (f", warm start from {the_plan.warm_from[first.day.isoformat()]}"
                         if the_plan.warm_from[first.day.isoformat()] else "")
                      + (f", then {len(days) - 1} more day(s) to {days[-1]} in the same Ray step" if len(days) > 1 else ""))
-    results, metadata = DayResults(), DayMetadata(context)
+    results = DayResults()
+    metadata = DayMetadata(context, results)
     try:
         outcome = run_step(context, ray_cluster, request, "train", spec, days, results, registry.layout.root)
     except BaseException as exc:
