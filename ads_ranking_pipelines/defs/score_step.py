@@ -17,13 +17,13 @@ from ads_ranking_pipelines.contracts.ranges import InferDay, InferRangeSpec
 from ads_ranking_pipelines.defs.preflight import check_events, check_features, run_assets
 from ads_ranking_pipelines.defs.range_jobs import DayMetadata, DayResults, numeric, run_step, widest
 from ads_ranking_pipelines.defs.ray_resources import RayClusterResource
-from ads_ranking_pipelines.defs.train_step import run_version
+from ads_ranking_pipelines.defs.train_step import version_of_run
 from ads_ranking_pipelines.storage.registry import ModelRegistry, RegistryError
 
 
 def champion_for_day(registry: ModelRegistry, day: dt.date, run_id: str) -> str:
     """The champion as of the end of ``day``'s evaluation in this run, else the current one."""
-    record = registry.evaluation(run_version(day, run_id), day)
+    record = registry.evaluation(version_of_run(registry, day, run_id), day)
     version = (record or {}).get("champion_after") or registry.champion_version()
     if not version:
         raise dg.Failure(description=f"{registry.model_name} has no champion to score {day} with: no version "
