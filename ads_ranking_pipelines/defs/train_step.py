@@ -25,7 +25,8 @@ from ads_ranking_pipelines.defs.ray_resources import RayClusterResource
 from ads_ranking_pipelines.events.fingerprint import window_fingerprint
 from ads_ranking_pipelines.planning.resume import ResumeDecision, components, decide
 from ads_ranking_pipelines.storage.registry import ModelRegistry
-from ads_ranking_pipelines.storage.resume import read_attempt, run_version_of, write_attempt, write_run_versions
+from ads_ranking_pipelines.storage.resume import (mark_finished, read_attempt, run_version_of, write_attempt,
+                                                   write_run_versions)
 from ads_ranking_pipelines.version import code_version
 
 RESULT_FIELDS = ("final_loss", "samples_per_s", "rows", "epochs", "wall_seconds", "worker_restarts",
@@ -90,9 +91,9 @@ def _resume(registry: ModelRegistry, params: TrainingParams, source: Any, days: 
     window = {w for d in days for w in window_days(d, params.dataset_window_days)}
     parts = components(params.model_name, isos, params.model_dump(mode="json"), code_version(os.environ),
                        window_fingerprint(source, window))
-    decision = decide(read_attempt(registry.layout, params.model_name, isos), parts, isos,
+    decision = decide(read_attempt(registry.layout, registry.model_name, isos), parts, isos,
                       {d.isoformat(): run_version(d, run_id) for d in days}, run_id, allowed)
-    write_attempt(registry.layout, params.model_name, isos, key=decision.key, parts=parts,
+    write_attempt(registry.layout, registry.model_name, isos, key=decision.key, parts=parts,
                   versions=decision.versions, run_id=run_id, resumed_from=decision.resumed_from)
     write_run_versions(registry.layout, run_id, decision.versions)
     return decision
@@ -107,7 +108,8 @@ def train_days(context: dg.AssetExecutionContext, ray_cluster: RayClusterResourc
     spec = the_plan.spec
     if spec is None:
         metadata.attach()
-        return list(the_plan.reused.values())
+        _finished(registry, the_plan)
+        return sorted(the_plan.reused.values())
     days = [d.day for d in spec.days]
     first = spec.days[0]
     context.log.info(f"training {first.model_version} on {first.train_days[0]}..{first.train_days[-1]}"
@@ -122,7 +124,13 @@ def train_days(context: dg.AssetExecutionContext, ray_cluster: RayClusterResourc
     for d in spec.days:
         _add_day(registry, the_plan, metadata, d, results.days[d.day.isoformat()], outcome.job_id)
     metadata.attach()
+    _finished(registry, the_plan)
     return sorted([*the_plan.reused.values(), *(d.model_version for d in spec.days)])
+
+
+def _finished(registry: ModelRegistry, the_plan: TrainPlan) -> None:
+    if the_plan.resume is not None:
+        mark_finished(registry.layout, registry.model_name, sorted(the_plan.resume.versions), the_plan.resume.key)
 
 
 def _tell_resume(context: dg.AssetExecutionContext, registry: ModelRegistry, the_plan: TrainPlan,

@@ -6,8 +6,10 @@ The work is named by its **resume key**: a hash of the model, the partition rang
 training parameters, the code version and a fingerprint of the data window. Two attempts with
 the same key train the same days from the same inputs, so the second keeps the first one's
 model version names (and with them its per-day checkpoint folders): days whose version is
-complete are not trained again, the day in progress resumes from its last checkpoint. A key
-that differs starts fresh, and :func:`why_fresh` says which part changed. Pure: no storage.
+complete are not trained again, the day in progress resumes from its last checkpoint. Only
+unfinished work is taken over: once an attempt has trained all its days, running the same work
+again trains it afresh (that is what a deliberate re-run asks for). A key that differs starts
+fresh, and :func:`why_fresh` says which part changed. Pure: no storage.
 """
 
 from __future__ import annotations
@@ -69,6 +71,9 @@ def decide(earlier: dict[str, Any] | None, parts: dict[str, Any], days: list[str
     if not allowed:
         return ResumeDecision(key, fresh_versions, None, "resume is off for this run (resume=false)")
     same = earlier is not None and earlier.get("key") == key and set(earlier.get("versions") or {}) == set(days)
+    if same and earlier.get("finished"):       # a run of finished work again: meant to train it again
+        return ResumeDecision(key, fresh_versions, None, f"the earlier attempt (run {earlier.get('run_id')}) "
+                              "finished its days: training afresh")
     if same and earlier.get("run_id") != run_id:
         return ResumeDecision(key, dict(earlier["versions"]), earlier.get("run_id"),
                               f"same model, range, config, code version and data as run {earlier.get('run_id')}")

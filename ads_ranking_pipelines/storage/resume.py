@@ -47,6 +47,14 @@ def write_attempt(layout: StorageLayout, model: str, days: list[str], *, key: st
     return record
 
 
+def mark_finished(layout: StorageLayout, model: str, days: list[str], key: str) -> None:
+    """The attempt with ``key`` trained all its days: the same work run again starts fresh."""
+    uri = _range_uri(layout, model, days[0], days[-1])
+    record = _read(uri)
+    if record is not None and record.get("key") == key:
+        fs.write_json_atomic(uri, {**record, "finished": True, "updated_at": round(time.time(), 3)})
+
+
 def write_run_versions(layout: StorageLayout, run_id: str, versions: dict[str, str]) -> None:
     fs.write_json_atomic(fs.join(layout.runs_root(), run_id, "versions.json"), versions)
 

@@ -105,6 +105,10 @@ def test_a_retry_takes_over_the_earlier_attempt_of_the_same_work(registry):
         _complete(registry, d)
     done = train_step.plan(registry, params, SourceConfig(uri="/e"), D, "cccccccc" + "2" * 24, warm=True, cluster={})
     assert done.spec is None and sorted(done.reused.values()) == [v1, v2, v3]
+    train_step._finished(registry, done)                 # the work is finished: the same work again is a re-run
+    again = train_step.plan(registry, params, SourceConfig(uri="/e"), D, "eeeeeeee" + "4" * 24, warm=True, cluster={})
+    assert again.resume.resumed_from is None and not again.reused and len(again.spec.days) == 3
+    assert again.resume.reason == f"the earlier attempt (run {RUN}) finished its days: training afresh"
 
 
 def test_a_changed_config_or_resume_off_starts_fresh_and_says_why(registry):
