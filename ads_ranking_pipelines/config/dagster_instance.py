@@ -10,6 +10,8 @@
   (``defs.run_launcher.ProcessCheckingRunLauncher``; Dagster's default launcher cannot tell):
   a run whose process died (killed, out of memory) is marked failed within one poll and frees
   its queue slot instead of staying STARTED;
+* run retries on for infrastructure failures (a run that failed outside its steps), at most
+  ``MAX_RUN_RETRIES``; not for a failed step (gates, bad config);
 * telemetry off.
 
 ``make run`` / ``make ui`` write it into ``DAGSTER_HOME`` (``ads-ranking instance dagster-yaml``);
@@ -23,6 +25,7 @@ from typing import Any
 from ads_ranking_pipelines.config.pools import PoolCatalog
 
 GPU_POOL_TAG = "ads-ranking/gpu-pool"
+MAX_RUN_RETRIES = 2
 HEADER = ("# Generated from the GPU pool catalog by `ads-ranking instance dagster-yaml`; do not edit by hand.\n"
           "# Regenerate after changing a pool's max_concurrent_runs (make run / make ui do it for DAGSTER_HOME).\n")
 
@@ -49,6 +52,10 @@ def instance_settings(catalog: PoolCatalog, max_concurrent_runs: int = 10,
             "poll_interval_seconds": poll_interval_s,
             "max_resume_run_attempts": 0,
         },
+        # a run that failed outside its steps (its process killed, a lost pod or node) is retried,
+        # twice at most; a failed step (a failed gate, bad config, a failing job) is not. The retry
+        # re-executes from the failure and training resumes by content (planning/resume.py).
+        "run_retries": {"enabled": True, "max_retries": MAX_RUN_RETRIES, "retry_on_asset_or_op_failure": False},
         "telemetry": {"enabled": False},
     }
 

@@ -93,7 +93,8 @@ def trained_model(context: dg.AssetExecutionContext, config: TrainingConfig, sto
     registry = _registry(context, storage, params.model_name)
     check_scoring_ahead(context, registry, source, days, settled="model_evaluation" not in run_assets(context))
     preview, estimate_meta = check_budget(context, ray_cluster, params, registry.layout, source, days, config)
-    the_plan = plan(registry, params, source, days, context.run.run_id, warm, cluster_record(ray_cluster, request))
+    the_plan = plan(registry, params, source, days, context.run.run_id, warm, cluster_record(ray_cluster, request),
+                    resume=config.resume)
     the_plan = dataclasses.replace(the_plan, estimates=day_estimates(preview))
     versions = train_days(context, ray_cluster, registry, the_plan, request)
     return dg.MaterializeResult(metadata={"model_versions": ", ".join(versions), "days": len(days), **estimate_meta})

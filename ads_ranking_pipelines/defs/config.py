@@ -50,6 +50,11 @@ class TrainingRunConfig(dg.Config):
         None, description="Start each day's version from the previous day's version (this run's, else the newest "
         "on storage) instead of a random init. Unset: on for a multi-day (backfill) run, off for one day.")
 
+    resume: bool = Field(
+        True, description="Take over an earlier attempt of the same work (same model, partition range, training "
+        "config, code version and data window: a retried or re-launched run): its complete days are not trained "
+        "again and the day in progress resumes from its last checkpoint. false: train every day afresh.")
+
     budget_gpu_hours: Optional[float] = Field(
         None, description="Refuse the run, before any cluster starts, when its range is estimated (from this "
         "model's recorded days on the pool) to take more GPU-hours than this. Unset: the pool's budget_gpu_hours.")

@@ -26,12 +26,12 @@ from ads_ranking_pipelines.defs.range_jobs import (
 )
 from ads_ranking_pipelines.defs.ray_resources import RayClusterResource
 from ads_ranking_pipelines.defs.score_step import check_scoring_ahead
-from ads_ranking_pipelines.defs.train_step import run_version
+from ads_ranking_pipelines.defs.train_step import version_of_run
 from ads_ranking_pipelines.storage.registry import ModelRegistry, RegistryError
 
 
 def version_to_evaluate(registry: ModelRegistry, day: dt.date, run_id: str) -> str:
-    mine = run_version(day, run_id)
+    mine = version_of_run(registry, day, run_id)
     if registry.is_complete(mine):
         return mine
     done = registry.versions_for_day(day)
@@ -108,7 +108,8 @@ def evaluate_days(context: dg.AssetExecutionContext, config: EvaluationConfig, r
     check_scoring_ahead(context, registry, source, days, settled=False)
     champion = spec.champion.version if spec.champion else None
     request = ray_cluster.cluster_request(widest([d.params for d in plan]), context.run.run_id)
-    results, metadata = DayResults(), DayMetadata(context)
+    results = DayResults()
+    metadata = DayMetadata(context, results)
     try:
         run_step(context, ray_cluster, request, "evaluate", spec, days, results, registry.layout.root)
     except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt):

@@ -20,7 +20,10 @@ from ads_ranking_pipelines.backends.base import ClusterSession, JobSpec
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.contracts.ranges import DAY_RESULT
 from ads_ranking_pipelines.defs.pipes import RayJobOutcome, run_ray_job
+from ads_ranking_pipelines.defs.progress import DASHBOARD_TAG, StepProgress, plain_links, ray_links
 from ads_ranking_pipelines.defs.ray_resources import RayClusterResource
+from ads_ranking_pipelines.defs.tags import MODEL_TAG
+from ads_ranking_pipelines.storage.layout import StorageLayout
 
 
 def numeric(values: dict[str, Any]) -> dict[str, Any]:
@@ -50,6 +53,7 @@ class DayResults:
     """What a range job reported per finished day, by ISO day, in the order they came."""
 
     days: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    links: dict[str, Any] = dataclasses.field(default_factory=dict)     # to the job (``progress.ray_links``)
 
     def add(self, payload: Any) -> None:
         if isinstance(payload, dict) and payload.get("kind") == DAY_RESULT:
@@ -69,10 +73,30 @@ def run_days(context: dg.AssetExecutionContext, cluster: ClusterSession, job: Jo
 def run_step(context: dg.AssetExecutionContext, ray_cluster: RayClusterResource, request: Any, kind: str,
              spec: Any, days: list[dt.date], results: DayResults, storage_root: str) -> RayJobOutcome:
     """Step ``kind`` (``ray_jobs.<kind>``'s body) over ``days`` on the run's ONE driver job
-    (``run_driver``), on the run's cluster; ``results`` fills as days finish (also when this raises)."""
-    session(context, ray_cluster, request, storage_root)
+    (``run_driver``), on the run's cluster; ``results`` fills as days finish (also when this
+    raises), its progress is told as the job reports (``defs/progress.py``) and ``results.links``
+    leads to the job."""
+    cluster = session(context, ray_cluster, request, storage_root)
     driver = ray_cluster.run_driver(context.run.run_id)
-    return _all_days(driver.run_step(context, kind, spec, on_message=results.add), days, results)
+    progress = StepProgress(context, context.asset_key.to_user_string(), days, StorageLayout(storage_root),
+                            context.run.tags.get(MODEL_TAG, ""))
+    job_id = driver.start(context)
+    results.links = ray_links(cluster.dashboard_url, job_id, context.run.run_id, cluster.name)
+    progress.links(plain_links(results.links))
+    if cluster.dashboard_url:
+        context.instance.add_run_tags(context.run.run_id, {DASHBOARD_TAG: cluster.dashboard_url})
+
+    def on_message(payload: Any) -> None:
+        results.add(payload)
+        progress(payload)
+
+    try:
+        outcome = _all_days(driver.run_step(context, kind, spec, on_message=on_message), days, results)
+    except BaseException:
+        progress.finish(ok=False)
+        raise
+    progress.finish(ok=True)
+    return outcome
 
 
 def _all_days(outcome: RayJobOutcome, days: list[dt.date], results: DayResults) -> RayJobOutcome:
@@ -87,12 +111,13 @@ class DayMetadata:
     """Per-partition metadata of a range step: attached to the step's materialization when it
     succeeds; when it fails, the finished days are recorded as materializations of their own."""
 
-    def __init__(self, context: dg.AssetExecutionContext) -> None:
-        self.context = context
+    def __init__(self, context: dg.AssetExecutionContext, results: DayResults | None = None) -> None:
+        self.context, self.results = context, results
         self.by_day: dict[str, dict[str, Any]] = {}
 
     def add(self, day: str, metadata: dict[str, Any]) -> None:
-        self.by_day[day] = metadata
+        """The day's metadata, with the links to the step's Ray job (when the step got that far)."""
+        self.by_day[day] = {**(self.results.links if self.results is not None else {}), **metadata}
 
     def attach(self) -> None:
         for day, metadata in self.by_day.items():

@@ -17,13 +17,13 @@ from ads_ranking_pipelines.contracts.ranges import InferDay, InferRangeSpec
 from ads_ranking_pipelines.defs.preflight import check_events, check_features, run_assets
 from ads_ranking_pipelines.defs.range_jobs import DayMetadata, DayResults, numeric, run_step, widest
 from ads_ranking_pipelines.defs.ray_resources import RayClusterResource
-from ads_ranking_pipelines.defs.train_step import run_version
+from ads_ranking_pipelines.defs.train_step import version_of_run
 from ads_ranking_pipelines.storage.registry import ModelRegistry, RegistryError
 
 
 def champion_for_day(registry: ModelRegistry, day: dt.date, run_id: str) -> str:
     """The champion as of the end of ``day``'s evaluation in this run, else the current one."""
-    record = registry.evaluation(run_version(day, run_id), day)
+    record = registry.evaluation(version_of_run(registry, day, run_id), day)
     version = (record or {}).get("champion_after") or registry.champion_version()
     if not version:
         raise dg.Failure(description=f"{registry.model_name} has no champion to score {day} with: no version "
@@ -88,7 +88,8 @@ def score_days(context: dg.AssetExecutionContext, registry: ModelRegistry, sourc
     request = ray_cluster.cluster_request(widest([p for _, p in planned]), context.run.run_id)
     spec = InferRangeSpec(source=source, id_columns=("impression_id",) if source.kind == "synthetic" else (),
                           days=tuple(d for d, _ in planned), concurrency=scoring_concurrency(request))
-    results, metadata = DayResults(), DayMetadata(context)
+    results = DayResults()
+    metadata = DayMetadata(context, results)
     try:
         run_step(context, ray_cluster, request, "infer", spec, days, results, registry.layout.root)
     except BaseException:

@@ -35,6 +35,13 @@ def is_dir(uri: str) -> bool:
     return fs.get_file_info(path).type == pafs.FileType.Directory
 
 
+def stamp(uri: str) -> tuple[int, int]:
+    """(size in bytes, modification time in ns) of a file (0 for what the store does not say)."""
+    fs, path = filesystem(uri)
+    info = fs.get_file_info(path)
+    return int(info.size or 0), int(info.mtime_ns or 0)
+
+
 def makedirs(uri: str) -> None:
     fs, path = filesystem(uri)
     fs.create_dir(path, recursive=True)
@@ -91,3 +98,9 @@ def delete_dir(uri: str) -> None:
     fs, path = filesystem(uri)
     if fs.get_file_info(path).type == pafs.FileType.Directory:
         fs.delete_dir(path)
+
+
+def delete_file(uri: str) -> None:
+    fs, path = filesystem(uri)
+    if fs.get_file_info(path).type == pafs.FileType.File:
+        fs.delete_file(path)

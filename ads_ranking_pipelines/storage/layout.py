@@ -48,6 +48,13 @@ class StorageLayout:
         """The lease the process driving run ``run_id`` renews (``storage/lease.py``)."""
         return join(self.root, "runs", run_id, "controller-lease.json")
 
+    def run_progress(self, run_id: str) -> str:
+        """How far run ``run_id``'s steps are, and links to its Ray job (``storage/run_progress.py``)."""
+        return join(self.root, "runs", run_id, "progress.json")
+
+    def runs_root(self) -> str:
+        return join(self.root, "runs")
+
     def run_driver_mailbox(self, run_id: str, driver_id: str) -> str:
         """Where the steps of run ``run_id`` are handed to its Ray job driver ``driver_id``
         (``contracts/run_driver.py``)."""

@@ -129,6 +129,14 @@ class ModelRegistry:
             marked.append(version)
         return marked
 
+    def adopt(self, version: str) -> dict[str, Any] | None:
+        """A later attempt of the same work (resume key) takes over ``version`` and will judge it:
+        it is no longer unattended. Returns the marker it had (None: it had none)."""
+        marker = self.unattended(version)
+        if marker is not None:
+            fs.delete_file(self._unattended_uri(version))
+        return marker
+
     # ---- evaluations ---------------------------------------------------------------------
     def _evaluation_uri(self, version: str, day: dt.date) -> str:
         return fs.join(self.layout.model_root(self.model_name), "evaluations", version, f"{day.isoformat()}.json")

@@ -45,7 +45,8 @@ def train_epoch(w: Worker, batches: Iterable[Mapping[str, np.ndarray]], epoch: i
         now = time.perf_counter()
         if w.rank == 0 and w.progress and now - last_progress >= w.progress_every_s:
             last_progress = now
-            w.progress({"kind": "progress", "epoch": epoch + 1, "step": global_step, "epoch_step": steps,
+            w.progress({"kind": "progress", "epoch": epoch + 1, "epochs": w.params.epochs, "step": global_step,
+                        "epoch_step": steps, "epoch_steps": w.shard_steps,
                         "loss": float(loss_sum.item() / max(seen, 1)),
                         "samples_per_s": round(seen * w.world / (now - t0), 1)})
     sync_dense_statistics(w.sm.model)   # the epoch's batch statistics, before validation and the checkpoint

@@ -15,7 +15,7 @@ from starlette.staticfiles import StaticFiles
 
 from ads_ranking_pipelines.backends.base import BackendError
 from ads_ranking_pipelines.backends.kuberay.notebooks import NotebookConflict
-from ads_ranking_pipelines.xray import api, estimates, pages
+from ads_ranking_pipelines.xray import api, estimates, pages, runs
 from ads_ranking_pipelines.xray.limits import BodyLimitMiddleware, BodyTooLarge
 from ads_ranking_pipelines.xray.notebooks import NotebookError
 from ads_ranking_pipelines.xray.security import CsrfError, SecurityMiddleware
@@ -64,7 +64,7 @@ async def _healthz(request: Request) -> Response:
 def create_app(settings: XraySettings, environ: Mapping[str, str]) -> Starlette:
     static = str(resources.files("ads_ranking_pipelines.xray").joinpath("static"))
     app = Starlette(
-        routes=[*pages.routes, *api.routes, *estimates.routes, Route("/healthz", _healthz),
+        routes=[*pages.routes, *api.routes, *estimates.routes, *runs.routes, Route("/healthz", _healthz),
                 Mount("/static", StaticFiles(directory=static), name="static")],
         exception_handlers={NotFound: _not_found, Ambiguous: _ambiguous, CsrfError: _csrf,
                             BackendError: _backend, NotebookError: _backend,

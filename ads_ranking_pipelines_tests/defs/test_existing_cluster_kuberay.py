@@ -22,6 +22,8 @@ from ads_ranking_pipelines.defs.assets import batch_scores, impressions, model_e
 from ads_ranking_pipelines.defs.jobs import daily_retraining
 from ads_ranking_pipelines.defs.ray_resources import KubeRayResource
 from ads_ranking_pipelines.defs.resources import EventSourceResource, StorageResource
+from ads_ranking_pipelines.storage.layout import StorageLayout
+from ads_ranking_pipelines.storage.run_progress import read_progress
 from ads_ranking_pipelines_tests.backends.kuberay_helpers import make_backend
 from ads_ranking_pipelines_tests.defs._gates import TINY_MODEL_GATES
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (
@@ -137,3 +139,10 @@ def test_a_dagster_run_on_an_existing_raycluster(fake_apiserver: FakeKubeApiServ
     assert fake_apiserver.names(RAYJOBS) == [] and fake_apiserver.names(RAYCLUSTERS) == ["shared"]
     record = [m.metadata for m in result.asset_materializations_for_node("trained_model")]
     assert record and record[0]["model_version"].value
+    # no dashboard reachable from Dagster on KubeRay: the metadata says where the job's log is,
+    # and that its lines stay in the run's event log; the run's progress reached 100% per step
+    assert record[0]["ray_job_id"].value == rayjobs[0] and record[0]["ray_cluster"].value == "shared"
+    assert "submitter pod log" in record[0]["ray_job_logs"].value and "ray_dashboard" not in record[0]
+    (progress,) = read_progress(StorageLayout(home))
+    assert {s: p["percent"] for s, p in progress["steps"].items()} == {
+        "trained_model": 100.0, "model_evaluation": 100.0, "batch_scores": 100.0}, progress

@@ -22,10 +22,12 @@ from ads_ranking_pipelines.config.source import SourceConfig, SyntheticSpec
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.defs.assets import batch_scores, impressions, model_evaluation, trained_model
 from ads_ranking_pipelines.defs.jobs import range_tags
+from ads_ranking_pipelines.defs.progress import DASHBOARD_TAG, PROGRESS_TAG
 from ads_ranking_pipelines.defs.ray_resources import LocalRayResource
 from ads_ranking_pipelines.defs.resources import EventSourceResource, StorageResource
 from ads_ranking_pipelines.storage.layout import StorageLayout
 from ads_ranking_pipelines.storage.registry import ModelRegistry
+from ads_ranking_pipelines.storage.run_progress import read_progress
 from ads_ranking_pipelines_tests.defs._gates import TINY_MODEL_GATES
 
 DAY = dt.date(2026, 3, 10)
@@ -86,6 +88,28 @@ def test_a_daily_run_submits_one_ray_job_and_each_step_keeps_its_logs_and_metric
     assert "evaluation" in kinds["model_evaluation"] and "epoch" not in kinds["model_evaluation"], observed
     assert kinds["batch_scores"] and not kinds["batch_scores"] & {"epoch", "evaluation"}, observed
     assert {m.asset_key.to_user_string() for m in result.get_asset_materialization_events()} >= set(RAY_ASSETS)
+    _progress_and_links(result, by_step, shared_cluster, jobs[0]["job_id"], ads_home)
+
+
+def _progress_and_links(result, by_step, cluster: LocalRayCluster, job_id: str, ads_home) -> None:
+    """Progress you can see (issue 25): each step's ``[progress]`` lines, the run's tags, links to
+    the Ray job on every day's materialization, and the run's record that X-Ray reads."""
+    told = {s: [m for m in by_step[s] if m.startswith(f"[progress] {s}: ")] for s in RAY_ASSETS}
+    assert all(told.values()) and all("% done" in m and "ETA" in m for ms in told.values() for m in ms), told
+    assert told["trained_model"][-1].startswith("[progress] trained_model: day 1/1 (2026-03-10)"), told
+    dashboard = cluster.state.dashboard_url
+    with dg.DagsterInstance.get() as instance:
+        tags = instance.get_run_by_id(result.run_id).tags
+    assert tags[PROGRESS_TAG] == "batch_scores done" and tags[DASHBOARD_TAG] == dashboard, tags
+    for event in result.get_asset_materialization_events():
+        meta = event.event_specific_data.materialization.metadata
+        if event.asset_key.to_user_string() in RAY_ASSETS:
+            assert meta["ray_dashboard"] == dg.MetadataValue.url(dashboard), meta
+            assert meta["ray_job_logs"] == dg.MetadataValue.url(f"{dashboard}/#/jobs/{job_id}"), meta
+            assert result.run_id in meta["ray_logs_after_teardown"].value
+    (record,) = read_progress(StorageLayout(str(ads_home)))
+    assert record["run_id"] == result.run_id and record["links"]["ray_job_id"] == job_id
+    assert {s: record["steps"][s]["percent"] for s in RAY_ASSETS} == {s: 100.0 for s in RAY_ASSETS}, record
 
 
 @dg.asset(deps=[trained_model], op_tags={"dagster/priority": "25"})
