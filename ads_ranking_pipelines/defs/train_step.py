@@ -152,9 +152,10 @@ def _tell_resume(context: dg.AssetExecutionContext, registry: ModelRegistry, the
         marker = registry.adopt(version)
         if marker is not None:
             context.log.info(f"[resume] {version} was marked unattended ({marker.get('reason')}): this run judges it")
+        manifest = registry.manifest(version)          # checked file by file: an intact version
         metadata.add(iso, {"model_version": version, "model_uri": dg.MetadataValue.path(registry.version_uri(version)),
                            "resumed": f"trained complete by run {decision.resumed_from}: not trained again",
-                           "resume_key": decision.key})
+                           "resume_key": decision.key, **numeric({k: manifest.get(k) for k in RESULT_FIELDS})})
 
 
 def _add_day(registry: ModelRegistry, the_plan: TrainPlan, metadata: DayMetadata, d: TrainDay, r: dict[str, Any],

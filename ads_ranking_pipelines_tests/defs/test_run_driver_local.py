@@ -96,7 +96,8 @@ def _progress_and_links(result, by_step, cluster: LocalRayCluster, job_id: str, 
     the Ray job on every day's materialization, and the run's record that X-Ray reads."""
     told = {s: [m for m in by_step[s] if m.startswith(f"[progress] {s}: ")] for s in RAY_ASSETS}
     assert all(told.values()) and all("% done" in m and "ETA" in m for ms in told.values() for m in ms), told
-    assert told["trained_model"][-1].startswith("[progress] trained_model: day 1/1 (2026-03-10)"), told
+    assert told["trained_model"][0].startswith("[progress] trained_model: day 1/1 (2026-03-10), epoch 1/1: "), told
+    assert all(ms[-1].startswith(f"[progress] {s}: 100.0% done") for s, ms in told.items()), told
     dashboard = cluster.state.dashboard_url
     with dg.DagsterInstance.get() as instance:
         tags = instance.get_run_by_id(result.run_id).tags
