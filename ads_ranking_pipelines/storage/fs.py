@@ -94,6 +94,17 @@ def read_json(uri: str) -> Any:
     return json.loads(read_bytes(uri))
 
 
+def read_json_object(uri: str) -> dict[str, Any] | None:
+    """The JSON object at ``uri``; None when there is none, or what is there cannot be read as one."""
+    if not exists(uri):
+        return None
+    try:
+        obj = read_json(uri)
+    except (ValueError, OSError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
 def delete_dir(uri: str) -> None:
     fs, path = filesystem(uri)
     if fs.get_file_info(path).type == pafs.FileType.Directory:

@@ -20,26 +20,16 @@ def _range_uri(layout: StorageLayout, model: str, first: str, last: str) -> str:
     return fs.join(layout.model_root(model), "resume", f"{first}_{last}.json")
 
 
-def _read(uri: str) -> dict[str, Any] | None:
-    if not fs.exists(uri):
-        return None
-    try:
-        record = fs.read_json(uri)
-    except (ValueError, OSError):
-        return None
-    return record if isinstance(record, dict) else None
-
-
 def read_attempt(layout: StorageLayout, model: str, days: list[str]) -> dict[str, Any] | None:
     """The range's latest attempt, or None."""
-    return _read(_range_uri(layout, model, days[0], days[-1]))
+    return fs.read_json_object(_range_uri(layout, model, days[0], days[-1]))
 
 
 def write_attempt(layout: StorageLayout, model: str, days: list[str], *, key: str, parts: dict[str, Any],
                   versions: dict[str, str], run_id: str, resumed_from: str | None) -> dict[str, Any]:
     """Record this attempt (keeping the runs of the earlier ones with the same key)."""
     uri = _range_uri(layout, model, days[0], days[-1])
-    earlier = _read(uri) or {}
+    earlier = fs.read_json_object(uri) or {}
     runs = list(earlier.get("runs") or []) if earlier.get("key") == key else []
     record = {"key": key, "components": parts, "versions": versions, "run_id": resumed_from or run_id,
               "runs": [*[r for r in runs if r != run_id], run_id], "updated_at": round(time.time(), 3)}
@@ -50,7 +40,7 @@ def write_attempt(layout: StorageLayout, model: str, days: list[str], *, key: st
 def mark_finished(layout: StorageLayout, model: str, days: list[str], key: str) -> None:
     """The attempt with ``key`` trained all its days: the same work run again starts fresh."""
     uri = _range_uri(layout, model, days[0], days[-1])
-    record = _read(uri)
+    record = fs.read_json_object(uri)
     if record is not None and record.get("key") == key:
         fs.write_json_atomic(uri, {**record, "finished": True, "updated_at": round(time.time(), 3)})
 
@@ -61,6 +51,6 @@ def write_run_versions(layout: StorageLayout, run_id: str, versions: dict[str, s
 
 def run_version_of(layout: StorageLayout, run_id: str, day: dt.date) -> str | None:
     """The version run ``run_id`` trained (or took over) for ``day``, if it recorded one."""
-    record = _read(fs.join(layout.runs_root(), run_id, "versions.json")) or {}
+    record = fs.read_json_object(fs.join(layout.runs_root(), run_id, "versions.json")) or {}
     version = record.get(day.isoformat())
     return version if isinstance(version, str) else None

@@ -38,13 +38,8 @@ def update_progress(layout: StorageLayout, run_id: str, *, model: str, step: str
 
 def read_one(uri: str) -> dict[str, Any] | None:
     """A run's record, or None when there is none (or it cannot be read as one)."""
-    if not fs.exists(uri):
-        return None
-    try:
-        record = fs.read_json(uri)
-    except (ValueError, OSError):
-        return None
-    return record if isinstance(record, dict) and isinstance(record.get("steps"), dict) else None
+    record = fs.read_json_object(uri)
+    return record if record is not None and isinstance(record.get("steps"), dict) else None
 
 
 def read_progress(layout: StorageLayout) -> list[dict[str, Any]]:
