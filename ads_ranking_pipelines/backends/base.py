@@ -11,9 +11,10 @@ import abc
 import contextlib
 import enum
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ads_ranking_pipelines.config.cluster import ClusterRequest
+from ads_ranking_pipelines.config.job import JobSpec  # noqa: F401 - what a session's submit takes
 
 
 class JobState(str, enum.Enum):
@@ -33,18 +34,6 @@ class JobState(str, enum.Enum):
 class JobStatus:
     state: JobState
     message: str = ""
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    """One Ray job. ``env_vars`` may carry secrets (Pipes bootstrap): never log them."""
-
-    submission_id: str
-    entrypoint: str
-    env_vars: dict[str, str] = field(default_factory=dict, repr=False)
-    working_dir: str | None = None
-    metadata: dict[str, str] = field(default_factory=dict)
-    entrypoint_num_cpus: float = 0.0
 
 
 class BackendError(RuntimeError):

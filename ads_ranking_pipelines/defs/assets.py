@@ -23,6 +23,7 @@ from typing import Any
 import dagster as dg
 
 from ads_ranking_pipelines.config.training import TrainingParams
+from ads_ranking_pipelines.config.validation import ResolvedRequest
 from ads_ranking_pipelines.defs.backfill_preview import check_budget, day_estimates
 from ads_ranking_pipelines.defs.checks import CHECK_SPECS, check_results
 from ads_ranking_pipelines.defs.config import EvaluationConfig, TrainingConfig
@@ -81,11 +82,11 @@ def trained_model(context: dg.AssetExecutionContext, config: TrainingConfig, sto
                   event_source: EventSourceResource, ray_cluster: RayClusterResource) -> dg.MaterializeResult:
     days = partition_days(context)
     params = config.to_params()
-    request = ray_cluster.cluster_request(params, context.run.run_id)          # bad pool/size: fails here
+    resolved = ray_cluster.cluster_request(params, context.run.run_id)         # bad pool/size: fails here
     mismatch = tags_mismatch(dict(context.run.tags), params.model_name, params.gpu_pool)
     if mismatch:                                                             # queued under the wrong pool
         raise dg.Failure(description=mismatch, allow_retries=False)
-    params = params.with_cluster_cpus(request.cpus_per_worker)               # unset: the pool's share
+    params = params.with_cluster_cpus(resolved.request.cpus_per_worker)      # unset: the pool's share
     source = resolve_events(event_source.source_config(storage.home), context.log)
     for day in days:                                                         # every missing day named, before any cluster
         check_training_window(source, window_days(day, params.dataset_window_days), day, context.log)
@@ -93,24 +94,24 @@ def trained_model(context: dg.AssetExecutionContext, config: TrainingConfig, sto
     registry = _registry(context, storage, params.model_name)
     check_scoring_ahead(context, registry, source, days, settled="model_evaluation" not in run_assets(context))
     preview, estimate_meta = check_budget(context, ray_cluster, params, registry.layout, source, days, config)
-    the_plan = plan(registry, params, source, days, context.run.run_id, warm, cluster_record(ray_cluster, request),
+    the_plan = plan(registry, params, source, days, context.run.run_id, warm, cluster_record(ray_cluster, resolved),
                     resume=config.resume)
     the_plan = dataclasses.replace(the_plan, estimates=day_estimates(preview))
-    versions = train_days(context, ray_cluster, registry, the_plan, request)
+    versions = train_days(context, ray_cluster, registry, the_plan, resolved)
     return dg.MaterializeResult(metadata={"model_versions": ", ".join(versions), "days": len(days), **estimate_meta})
 
 
-def cluster_record(ray_cluster: RayClusterResource, request: Any) -> dict[str, Any]:
+def cluster_record(ray_cluster: RayClusterResource, resolved: ResolvedRequest) -> dict[str, Any]:
     """What a model version records about its cluster: the request, and on KubeRay the rendered RayCluster
     (or the existing cluster the run used)."""
-    record: dict[str, Any] = {"request": request.model_dump(mode="json"), "backend": ray_cluster.backend_name}
+    record: dict[str, Any] = {"request": resolved.request.model_dump(mode="json"),
+                              "backend": ray_cluster.backend_name}
     if ray_cluster.borrowed() is not None:                                   # not made by the run
         record["existing_cluster"] = ray_cluster.borrowed()
     elif ray_cluster.backend_name == "kuberay":
-        from ads_ranking_pipelines.config.validation import resolve_request
         from ads_ranking_pipelines.kuberay.raycluster import build_raycluster
 
-        record["manifest"] = build_raycluster(resolve_request(request, ray_cluster.catalog()))
+        record["manifest"] = build_raycluster(resolved)
     return record
 
 

@@ -107,11 +107,11 @@ def evaluate_days(context: dg.AssetExecutionContext, config: EvaluationConfig, r
     spec = eval_spec(registry, config, source, plan, context.log)
     check_scoring_ahead(context, registry, source, days, settled=False)
     champion = spec.champion.version if spec.champion else None
-    request = ray_cluster.cluster_request(widest([d.params for d in plan]), context.run.run_id)
+    resolved = ray_cluster.cluster_request(widest([d.params for d in plan]), context.run.run_id)
     results = DayResults()
     metadata = DayMetadata(context, results)
     try:
-        run_step(context, ray_cluster, request, "evaluate", spec, days, results, registry.layout.root)
+        run_step(context, ray_cluster, resolved, "evaluate", spec, days, results, registry.layout.root)
     except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt):
         context.log.warning(f"the run was cancelled while evaluating {span(days)}: nothing promoted; "
                             f"the champion is unchanged ({champion or 'none'})")

@@ -18,6 +18,7 @@ import dagster as dg
 
 from ads_ranking_pipelines.backends.base import ClusterSession, JobSpec
 from ads_ranking_pipelines.config.training import TrainingParams
+from ads_ranking_pipelines.config.validation import ResolvedRequest
 from ads_ranking_pipelines.contracts.ranges import DAY_RESULT
 from ads_ranking_pipelines.defs.pipes import RayJobOutcome, run_ray_job
 from ads_ranking_pipelines.defs.progress import DASHBOARD_TAG, StepProgress, plain_links, ray_links
@@ -34,12 +35,12 @@ def span(days: list[dt.date]) -> str:
     return days[0].isoformat() if len(days) == 1 else f"{days[0]}..{days[-1]}"
 
 
-def session(context: dg.AssetExecutionContext, ray_cluster: RayClusterResource, request: Any,
+def session(context: dg.AssetExecutionContext, ray_cluster: RayClusterResource, resolved: ResolvedRequest,
             storage_root: str | None = None) -> ClusterSession:
     """The run's cluster (``storage_root``: where the run's controller lease is kept)."""
     origin = context.dagster_run.remote_job_origin
     location = origin.location_name if origin is not None else None
-    return ray_cluster.session(request, context.log, run_id=context.run.run_id, code_location=location,
+    return ray_cluster.session(resolved, context.log, run_id=context.run.run_id, code_location=location,
                                storage_root=storage_root)
 
 
@@ -70,13 +71,13 @@ def run_days(context: dg.AssetExecutionContext, cluster: ClusterSession, job: Jo
     return _all_days(run_ray_job(context, cluster, job, on_message=results.add), days, results)
 
 
-def run_step(context: dg.AssetExecutionContext, ray_cluster: RayClusterResource, request: Any, kind: str,
-             spec: Any, days: list[dt.date], results: DayResults, storage_root: str) -> RayJobOutcome:
+def run_step(context: dg.AssetExecutionContext, ray_cluster: RayClusterResource, resolved: ResolvedRequest,
+             kind: str, spec: Any, days: list[dt.date], results: DayResults, storage_root: str) -> RayJobOutcome:
     """Step ``kind`` (``ray_jobs.<kind>``'s body) over ``days`` on the run's ONE driver job
     (``run_driver``), on the run's cluster; ``results`` fills as days finish (also when this
     raises), its progress is told as the job reports (``defs/progress.py``) and ``results.links``
     leads to the job."""
-    cluster = session(context, ray_cluster, request, storage_root)
+    cluster = session(context, ray_cluster, resolved, storage_root)
     driver = ray_cluster.run_driver(context.run.run_id)
     progress = StepProgress(context, context.asset_key.to_user_string(), days, StorageLayout(storage_root),
                             context.run.tags.get(MODEL_TAG, ""))

@@ -85,13 +85,13 @@ def scoring_concurrency(request: ClusterRequest) -> int:
 def score_days(context: dg.AssetExecutionContext, registry: ModelRegistry, source: Any,
                ray_cluster: RayClusterResource, days: list[dt.date]) -> None:
     planned = [infer_day(registry, source, d, context.run.run_id, context.log) for d in days]
-    request = ray_cluster.cluster_request(widest([p for _, p in planned]), context.run.run_id)
+    resolved = ray_cluster.cluster_request(widest([p for _, p in planned]), context.run.run_id)
     spec = InferRangeSpec(source=source, id_columns=("impression_id",) if source.kind == "synthetic" else (),
-                          days=tuple(d for d, _ in planned), concurrency=scoring_concurrency(request))
+                          days=tuple(d for d, _ in planned), concurrency=scoring_concurrency(resolved.request))
     results = DayResults()
     metadata = DayMetadata(context, results)
     try:
-        run_step(context, ray_cluster, request, "infer", spec, days, results, registry.layout.root)
+        run_step(context, ray_cluster, resolved, "infer", spec, days, results, registry.layout.root)
     except BaseException:
         _collect(spec, results, metadata)
         metadata.record_finished()          # the days scored before the failure

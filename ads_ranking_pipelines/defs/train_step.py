@@ -17,6 +17,7 @@ from typing import Any
 import dagster as dg
 
 from ads_ranking_pipelines.config.training import TrainingParams
+from ads_ranking_pipelines.config.validation import ResolvedRequest
 from ads_ranking_pipelines.contracts.ranges import TrainDay, TrainRangeSpec
 from ads_ranking_pipelines.defs.backfill_preview import record_actual, versus
 from ads_ranking_pipelines.defs.partitions import window_days
@@ -100,7 +101,7 @@ def _resume(registry: ModelRegistry, params: TrainingParams, source: Any, days: 
 
 
 def train_days(context: dg.AssetExecutionContext, ray_cluster: RayClusterResource, registry: ModelRegistry,
-               the_plan: TrainPlan, request: Any) -> list[str]:
+               the_plan: TrainPlan, resolved: ResolvedRequest) -> list[str]:
     """Run the training job over the plan's days; per-day metadata on the step; the versions."""
     results = DayResults()
     metadata = DayMetadata(context, results)
@@ -117,7 +118,7 @@ def train_days(context: dg.AssetExecutionContext, ray_cluster: RayClusterResourc
                         if the_plan.warm_from[first.day.isoformat()] else "")
                      + (f", then {len(days) - 1} more day(s) to {days[-1]} in the same Ray step" if len(days) > 1 else ""))
     try:
-        outcome = run_step(context, ray_cluster, request, "train", spec, days, results, registry.layout.root)
+        outcome = run_step(context, ray_cluster, resolved, "train", spec, days, results, registry.layout.root)
     except BaseException as exc:
         _keep_finished(context, registry, the_plan, results, metadata, exc)
         raise

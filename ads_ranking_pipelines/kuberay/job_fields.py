@@ -13,25 +13,22 @@ from typing import Any
 
 import yaml
 
-from ads_ranking_pipelines.backends.base import JobSpec
-from ads_ranking_pipelines.backends.kuberay.status import (
-    CLUSTER_NAME_LABEL,
-    RAY_CLUSTER_LABEL,
-    SUBMISSION_ID_LABEL,
-    rayjob_name_for,
-)
 from ads_ranking_pipelines.config.cluster import ClusterRequest
+from ads_ranking_pipelines.config.job import JobSpec
 from ads_ranking_pipelines.config.validation import RequestError
 from ads_ranking_pipelines.kuberay import rules
 from ads_ranking_pipelines.kuberay.labels import (
+    CLUSTER_NAME_LABEL,
     LABEL_DAGSTER_CODE_LOCATION,
     LABEL_DAGSTER_RUN_ID,
     LABEL_OWNER,
+    RAY_CLUSTER_LABEL,
+    SUBMISSION_ID_LABEL,
     sanitize_label_value,
 )
 from ads_ranking_pipelines.kuberay.pod import submitter_pod_template
 from ads_ranking_pipelines.kuberay.raycluster import API_VERSION
-from ads_ranking_pipelines.kuberay.rayjob import DELETION_RULES, SUBMISSION_MODE
+from ads_ranking_pipelines.kuberay.rayjob import DELETION_RULES, SUBMISSION_MODE, rayjob_name_for
 
 
 def runtime_env(job: JobSpec) -> dict[str, Any]:

@@ -32,6 +32,11 @@ LABEL_DAGSTER_RUN_ID = "dagster/run-id"
 LABEL_DAGSTER_CODE_LOCATION = "dagster/code-location"
 
 MANAGED_BY = "ads-ranking-pipelines"
+# What a RayJob run on an existing cluster carries: its Ray submission id and the cluster's name.
+SUBMISSION_ID_LABEL = MANAGED_LABEL_PREFIX + "submission-id"
+CLUSTER_NAME_LABEL = MANAGED_LABEL_PREFIX + "cluster"
+# KubeRay's own label naming a pod's or Service's RayCluster (ray-operator/controllers/ray/utils/constant.go).
+RAY_CLUSTER_LABEL = "ray.io/cluster"
 NO_GPU = "none"
 
 _MAX_VALUE = 63

@@ -42,7 +42,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ads_ranking_pipelines.config.validation import MANAGED_LABEL_PREFIX
-from ads_ranking_pipelines.kuberay.labels import LABEL_MANAGED_BY, LABEL_OWNER, MANAGED_BY
+from ads_ranking_pipelines.kuberay.labels import LABEL_MANAGED_BY, LABEL_OWNER, MANAGED_BY, RAY_CLUSTER_LABEL
 from ads_ranking_pipelines.kuberay.pod import HEAD_CONTAINER_NAME
 
 NOTEBOOK_PORT = 8888
@@ -59,7 +59,6 @@ LABEL_CLUSTER = MANAGED_LABEL_PREFIX + "cluster"
 ANNOTATION_OWNER = MANAGED_LABEL_PREFIX + "notebook-owner"
 ANNOTATION_STARTED_AT = MANAGED_LABEL_PREFIX + "notebook-started-at"
 # Labels KubeRay puts on the pods it creates (ray-operator/controllers/ray/utils/constant.go).
-RAY_CLUSTER_LABEL = "ray.io/cluster"
 RAY_NODE_TYPE_LABEL = "ray.io/node-type"
 NOTEBOOK_ROOT = "/home/ray"
 TOKEN_VOLUME = "notebook-token"

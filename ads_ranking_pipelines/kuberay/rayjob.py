@@ -8,6 +8,7 @@ retried submitter re-attaches instead of submitting twice.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -20,7 +21,7 @@ from ads_ranking_pipelines.kuberay.labels import build_labels
 from ads_ranking_pipelines.kuberay.pod import submitter_pod_template
 from ads_ranking_pipelines.kuberay.raycluster import API_VERSION, build_raycluster_spec
 
-__all__ = ["DELETION_MODES", "SUBMISSION_MODE", "build_rayjob", "cleanup_fields"]
+__all__ = ["DELETION_MODES", "SUBMISSION_MODE", "build_rayjob", "cleanup_fields", "rayjob_name_for"]
 
 KIND = "RayJob"
 SUBMISSION_MODE = "K8sJobMode"
@@ -31,6 +32,18 @@ DELETION_SHUTDOWN = "shutdown"
 DELETION_MODES = (DELETION_RULES, DELETION_SHUTDOWN)
 
 SUBMISSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+# A RayJob name leaves room for the "-xxxxx" KubeRay appends to its RayCluster's name.
+MAX_JOB_NAME = rules.MAX_RAYJOB_NAME
+
+
+def rayjob_name_for(base: str, submission_id: str) -> str:
+    """A RayJob name for ``submission_id`` derived from ``base`` (a DNS-1035 label):
+    deterministic, so a retried submission of the same id finds its RayJob again."""
+    digest = hashlib.sha256(submission_id.encode("utf-8")).hexdigest()[:8]
+    head = base[: MAX_JOB_NAME - len(digest) - 1].rstrip("-") or "job"
+    if not head[0].isalpha():
+        head = "j" + head[: MAX_JOB_NAME - len(digest) - 2]
+    return f"{head}-{digest}"
 
 
 def _runtime_env_yaml(runtime_env: Mapping[str, Any] | None) -> str | None:

@@ -31,7 +31,6 @@ from ads_ranking_pipelines.storage import fs
 from ads_ranking_pipelines.training import day_checkpoints as ckpts
 from ads_ranking_pipelines.training import trainer as single
 from ads_ranking_pipelines.training.checkpoint import read_train_state
-from ads_ranking_pipelines.training.export import is_model_version
 from ads_ranking_pipelines.training.features import FeatureSpec
 from ads_ranking_pipelines.training.progress_pump import ProgressPump
 from ads_ranking_pipelines.training.ray_train_days import DayFeed, train_days_per_worker

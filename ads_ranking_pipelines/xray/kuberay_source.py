@@ -18,7 +18,7 @@ from typing import Any
 
 from ads_ranking_pipelines.backends.kuberay import ClusterInfo, KubeRayBackend, job_status_from_rayjob
 from ads_ranking_pipelines.backends.kuberay.notebooks import NotebookInfo, StartedNotebook
-from ads_ranking_pipelines.backends.kuberay.status import CLUSTER_NAME_LABEL
+from ads_ranking_pipelines.kuberay.labels import CLUSTER_NAME_LABEL
 from ads_ranking_pipelines.config.settings import Settings
 from ads_ranking_pipelines.config.validation import ResolvedRequest
 from ads_ranking_pipelines.config.pools import PoolCatalog

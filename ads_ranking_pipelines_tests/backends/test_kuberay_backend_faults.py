@@ -8,7 +8,7 @@ import time
 import pytest
 
 from ads_ranking_pipelines.backends.base import BackendError, JobSpec, JobState
-from ads_ranking_pipelines.backends.kuberay import rayjob_name_for
+from ads_ranking_pipelines.kuberay.rayjob import rayjob_name_for
 from ads_ranking_pipelines.backends.kuberay.client import RAYJOBS
 from ads_ranking_pipelines.config.validation import resolve_request
 from ads_ranking_pipelines.kuberay.rayjob import build_rayjob

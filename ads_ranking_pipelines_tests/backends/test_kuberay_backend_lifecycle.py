@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from ads_ranking_pipelines.backends.base import BackendError, JobSpec, JobState
-from ads_ranking_pipelines.backends.kuberay import job_status_from_rayjob, rayjob_name_for
+from ads_ranking_pipelines.backends.kuberay import job_status_from_rayjob
+from ads_ranking_pipelines.kuberay.rayjob import rayjob_name_for
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.validation import RequestError
 from ads_ranking_pipelines.backends.kuberay.client import RAYCLUSTERS, RAYJOBS

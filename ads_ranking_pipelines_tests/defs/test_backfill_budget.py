@@ -21,7 +21,7 @@ from ads_ranking_pipelines.definitions import build_definitions, range_tags, run
 from ads_ranking_pipelines.defs.assets import batch_scores, impressions, model_evaluation, trained_model
 from ads_ranking_pipelines.defs.backfill_preview import ESTIMATE_TAG
 from ads_ranking_pipelines.defs.jobs import daily_retraining
-from ads_ranking_pipelines.defs.ray_resources import KubeRayResource
+from ads_ranking_pipelines.defs.kuberay_resource import KubeRayResource
 from ads_ranking_pipelines.defs.resources import EventSourceResource, StorageResource
 from ads_ranking_pipelines.storage.layout import StorageLayout
 from ads_ranking_pipelines.storage.train_history import record_day

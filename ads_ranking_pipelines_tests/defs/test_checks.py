@@ -35,7 +35,8 @@ def test_no_champion_passes_and_says_so():
 def test_a_version_records_its_cluster_request_and_on_kuberay_the_rendered_manifest(tmp_path):
     from ads_ranking_pipelines.config.training import TrainingParams
     from ads_ranking_pipelines.defs.assets import cluster_record
-    from ads_ranking_pipelines.defs.ray_resources import KubeRayResource, LocalRayResource
+    from ads_ranking_pipelines.defs.kuberay_resource import KubeRayResource
+    from ads_ranking_pipelines.defs.local_ray_resource import LocalRayResource
 
     params = TrainingParams(gpu_pool="h100-80gb", gpus_per_worker=8, num_workers=2)
     kuberay = KubeRayResource(storage_home="gs://b/ads",

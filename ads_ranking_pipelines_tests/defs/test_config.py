@@ -10,7 +10,8 @@ import pytest
 from ads_ranking_pipelines.config.source import SourceConfig
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.defs.config import TrainingConfig, TrainingRunConfig
-from ads_ranking_pipelines.defs.ray_resources import KubeRayResource, LocalRayResource
+from ads_ranking_pipelines.defs.kuberay_resource import KubeRayResource
+from ads_ranking_pipelines.defs.local_ray_resource import LocalRayResource
 from ads_ranking_pipelines.defs.resources import EventSourceResource
 
 
@@ -54,7 +55,7 @@ def kuberay(tmp_path, **fields) -> KubeRayResource:
 
 def test_cluster_request_validated_against_catalog(tmp_path):
     res = LocalRayResource(state_dir=str(tmp_path))
-    req = res.cluster_request(TrainingParams(num_workers=3), "abcdef0123456789")
+    req = res.cluster_request(TrainingParams(num_workers=3), "abcdef0123456789").request
     assert req.name == "arp-abcdef01" and req.workers == 3 and req.gpu_pool == "local"
     with pytest.raises(dg.Failure, match=r"gpu_pool='nope'.*valid: .*h100-80gb"):
         res.cluster_request(TrainingParams(gpu_pool="nope"), "abcdef01")
@@ -63,7 +64,7 @@ def test_cluster_request_validated_against_catalog(tmp_path):
         kube.cluster_request(TrainingParams(gpu_pool="l4", gpus_per_worker=1, num_workers=20), "abcdef01")
     with pytest.raises(dg.Failure, match="gpus_per_worker"):
         kube.cluster_request(TrainingParams(gpu_pool="cpu-standard", gpus_per_worker=1), "abcdef01")
-    ok = kube.cluster_request(TrainingParams(gpu_pool="h100-80gb", gpus_per_worker=8, num_workers=4), "abcdef01")
+    ok = kube.cluster_request(TrainingParams(gpu_pool="h100-80gb", gpus_per_worker=8, num_workers=4), "abcdef01").request
     assert ok.gpus_per_worker == 8 and ok.gpu_pool == "h100-80gb"
 
 
@@ -72,15 +73,15 @@ def test_gpu_training_workers_get_the_pools_share_by_default(tmp_path):
     kube = kuberay(tmp_path)
     params = TrainingParams(gpu_pool="h100-80gb", gpus_per_worker=8, num_workers=4)
     assert params.cpus_per_worker is None
-    req = kube.cluster_request(params, "abcdef01")
+    req = kube.cluster_request(params, "abcdef01").request
     assert (req.cpus_per_worker, req.memory_per_worker) == (184.0, "1680Gi")
     resolved = params.with_cluster_cpus(req.cpus_per_worker)
     assert resolved.cpus_per_worker == 184.0 and resolved.worker_cpus == 184.0
     # what the user sets wins, on the pod and in the Ray Train reservation
     pinned = TrainingParams(gpu_pool="h100-80gb", gpus_per_worker=8, cpus_per_worker=32)
-    assert kube.cluster_request(pinned, "abcdef01").cpus_per_worker == 32
+    assert kube.cluster_request(pinned, "abcdef01").request.cpus_per_worker == 32
     assert pinned.with_cluster_cpus(184.0).cpus_per_worker == 32
-    local = LocalRayResource(state_dir=str(tmp_path)).cluster_request(TrainingParams(), "abcdef01")
+    local = LocalRayResource(state_dir=str(tmp_path)).cluster_request(TrainingParams(), "abcdef01").request
     assert (local.cpus_per_worker, local.memory_per_worker) == (1.0, "4Gi")
 
 
@@ -127,7 +128,7 @@ def test_kuberay_image_from_the_run_tag_then_the_setting(tmp_path):
 
 def test_kuberay_shared_volume_storage_is_mounted_in_the_ray_pods(tmp_path):
     kube = kuberay(tmp_path, storage_home="/mnt/ads-ranking", shared_volume_claim="ads-ranking-data")
-    req = kube.cluster_request(TrainingParams(gpu_pool="cpu-standard"), "abcdef01")
+    req = kube.cluster_request(TrainingParams(gpu_pool="cpu-standard"), "abcdef01").request
     assert (req.shared_volume_claim, req.shared_volume_path) == ("ads-ranking-data", "/mnt/ads-ranking")
     with pytest.raises(dg.Failure, match="relative path"):
         kuberay(tmp_path, storage_home="data/ads", shared_volume_claim="ads-ranking-data"

@@ -29,14 +29,14 @@ import dagster as dg
 import pytest
 
 from ads_ranking_pipelines.backends.kuberay.client import RAYCLUSTERS, RAYJOBS
-from ads_ranking_pipelines.backends.kuberay.status import SUBMISSION_ID_LABEL
+from ads_ranking_pipelines.kuberay.labels import SUBMISSION_ID_LABEL
 from ads_ranking_pipelines.defs.orphans import IN_FLIGHT
 from ads_ranking_pipelines.defs.tags import GPU_POOL_TAG
 from ads_ranking_pipelines.ray_jobs.lease_watch import EXIT_CONTROLLER_GONE
 from ads_ranking_pipelines.storage.layout import StorageLayout
 from ads_ranking_pipelines.storage.registry import ModelRegistry
 from ads_ranking_pipelines_tests.cli.helpers import RAY_IMAGE, REPO_ROOT, run_cli
-from ads_ranking_pipelines_tests.conftest import wait_no_processes
+from ads_ranking_pipelines_tests.processes import wait_no_processes
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (
     FakeKubeApiServer,
     Scenario,

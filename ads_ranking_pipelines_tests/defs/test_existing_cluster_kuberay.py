@@ -20,12 +20,12 @@ from ads_ranking_pipelines.config.source import SourceConfig, SyntheticSpec
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.defs.assets import batch_scores, impressions, model_evaluation, trained_model
 from ads_ranking_pipelines.defs.jobs import daily_retraining
-from ads_ranking_pipelines.defs.ray_resources import KubeRayResource
+from ads_ranking_pipelines.defs.kuberay_resource import KubeRayResource
 from ads_ranking_pipelines.defs.resources import EventSourceResource, StorageResource
 from ads_ranking_pipelines.storage.layout import StorageLayout
 from ads_ranking_pipelines.storage.run_progress import read_progress
 from ads_ranking_pipelines_tests.backends.kuberay_helpers import make_backend
-from ads_ranking_pipelines_tests.defs._gates import TINY_MODEL_GATES
+from ads_ranking_pipelines_tests.defs.gates import TINY_MODEL_GATES
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (
     FakeKubeApiServer,
     Scenario,

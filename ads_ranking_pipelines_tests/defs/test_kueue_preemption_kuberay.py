@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from ads_ranking_pipelines.backends.kuberay.client import RAYJOBS, KubeRayClient
-from ads_ranking_pipelines.backends.kuberay.status import SUBMISSION_ID_LABEL
+from ads_ranking_pipelines.kuberay.labels import SUBMISSION_ID_LABEL
 from ads_ranking_pipelines.config.pools import load_catalog
 from ads_ranking_pipelines.config.source import SourceConfig, SyntheticSpec
 from ads_ranking_pipelines.config.training import TrainingParams
@@ -34,10 +34,10 @@ from ads_ranking_pipelines.config.validation import resolve_request
 from ads_ranking_pipelines.definitions import event_source_config
 from ads_ranking_pipelines.defs.assets import trained_model
 from ads_ranking_pipelines.defs.jobs import run_config
-from ads_ranking_pipelines.defs.ray_resources import KubeRayResource
+from ads_ranking_pipelines.defs.kuberay_resource import KubeRayResource
 from ads_ranking_pipelines.defs.resources import EventSourceResource, StorageResource
 from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
-from ads_ranking_pipelines_tests.conftest import wait_no_processes
+from ads_ranking_pipelines_tests.processes import wait_no_processes
 from ads_ranking_pipelines_tests.defs.test_resource_kuberay import assert_nothing_left
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (
     FakeKubeApiServer,
@@ -74,7 +74,7 @@ def kueue_catalog(path: Path) -> str:
 
 def urgent_rayjob(resource: KubeRayResource) -> tuple[dict, float]:
     """A higher-priority RayJob the size of the training run's, and the CPUs it asks for."""
-    request = resource.cluster_request(TINY, "sizing")
+    request = resource.cluster_request(TINY, "sizing").request
     request = request.model_copy(update={"name": URGENT, "owner": "other-team",
                                          "priority_class": "daily"})
     manifest = build_rayjob(resolve_request(request, resource.catalog()), entrypoint="python -V",

@@ -25,12 +25,12 @@ from ads_ranking_pipelines.config.source import SourceConfig, SyntheticSpec
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.defs.assets import batch_scores, impressions, model_evaluation, trained_model
 from ads_ranking_pipelines.defs.jobs import daily_retraining, range_tags
-from ads_ranking_pipelines.defs.ray_resources import KubeRayResource
+from ads_ranking_pipelines.defs.kuberay_resource import KubeRayResource
 from ads_ranking_pipelines.defs.resources import EventSourceResource, StorageResource
 from ads_ranking_pipelines.storage.layout import StorageLayout
 from ads_ranking_pipelines.storage.registry import ModelRegistry
-from ads_ranking_pipelines_tests.conftest import wait_no_processes
-from ads_ranking_pipelines_tests.defs._gates import TINY_MODEL_GATES_WITH_CHAMPION
+from ads_ranking_pipelines_tests.processes import wait_no_processes
+from ads_ranking_pipelines_tests.defs.gates import TINY_MODEL_GATES_WITH_CHAMPION
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (
     FakeKubeApiServer,
     Scenario,
@@ -62,7 +62,7 @@ def test_daily_job_on_kuberay_against_the_fake(fake_apiserver: FakeKubeApiServer
         resources={"storage": StorageResource(home=home), "event_source": EventSourceResource(),
                    "ray_cluster": ray})
     params = TINY
-    # the gates are blocking and this test is about the lifecycle: tiny-model tolerances (see _gates)
+    # the gates are blocking and this test is about the lifecycle: tiny-model tolerances (see gates)
     with dg.DagsterInstance.get() as instance:
         result = defs.resolve_job_def("daily_retraining").execute_in_process(
             run_config=run_config(params, TINY_SOURCE, evaluation=TINY_MODEL_GATES_WITH_CHAMPION), tags=range_tags(DAYS[0], DAYS[-1]),

@@ -20,7 +20,8 @@ from dagster_pipes import PIPES_PROTOCOL_VERSION, PIPES_PROTOCOL_VERSION_FIELD, 
 from ads_ranking_pipelines.backends.base import JobSpec
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.defs.pipes import run_ray_job
-from ads_ranking_pipelines.defs.ray_resources import KubeRayResource, RayClusterResource
+from ads_ranking_pipelines.defs.kuberay_resource import KubeRayResource
+from ads_ranking_pipelines.defs.ray_resources import RayClusterResource
 from ads_ranking_pipelines.backends.kuberay.client import RAYCLUSTERS, RAYJOBS
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (
     FakeKubeApiServer,
@@ -74,7 +75,7 @@ def train_asset(fake: FakeKubeApiServer, params: TrainingParams, seen: dict[str,
     def kuberay_train(context: dg.AssetExecutionContext,
                       ray_cluster: RayClusterResource) -> dg.MaterializeResult:
         request = ray_cluster.cluster_request(params, context.run.run_id)
-        seen["request"] = request
+        seen["request"] = request.request
         session = ray_cluster.session(request, context.log, run_id=context.run.run_id,
                                       code_location=CODE_LOCATION)
         job = JobSpec(submission_id=f"train-{context.run.run_id[:8]}",
@@ -108,6 +109,7 @@ def assert_nothing_left(fake: FakeKubeApiServer) -> None:
     assert not fake.rejected, fake.rejected
 
 
+@pytest.mark.slow
 def test_gpu_request_reaches_the_rayjob(fake_apiserver: FakeKubeApiServer, tmp_path) -> None:
     fake_apiserver.scenario = Scenario(log_lines=DRIVER_LOG)
     seen: dict[str, Any] = {}
@@ -159,6 +161,7 @@ def test_gpu_request_reaches_the_rayjob(fake_apiserver: FakeKubeApiServer, tmp_p
     assert (RAYJOBS, NS, rayjob["metadata"]["name"]) in fake_apiserver.deleted
 
 
+@pytest.mark.slow
 def test_pipes_messages_and_driver_lines_reach_the_run(fake_apiserver: FakeKubeApiServer,
                                                        tmp_path) -> None:
     fake_apiserver.scenario = Scenario(log_lines=DRIVER_LOG)
@@ -191,6 +194,7 @@ def test_pipes_messages_and_driver_lines_reach_the_run(fake_apiserver: FakeKubeA
     ("cluster_failed", "exceeded quota: gpu-quota"),
     ("app_failed", "AppFailed: Job entrypoint command failed with exit code 1"),
 ])
+@pytest.mark.slow
 def test_failed_rayjob_fails_the_run_and_leaves_nothing(fake_apiserver: FakeKubeApiServer,
                                                         tmp_path, outcome: str,
                                                         reason: str) -> None:

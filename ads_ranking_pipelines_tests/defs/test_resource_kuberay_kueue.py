@@ -6,12 +6,14 @@ left behind."""
 # No ``from __future__ import annotations``: Dagster reads the asset's context annotation.
 from typing import Any
 
+import pytest
+
 from ads_ranking_pipelines.backends.kuberay.client import RAYJOBS, KubeRayClient
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.pools import load_catalog
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.config.validation import resolve_request
-from ads_ranking_pipelines.defs.ray_resources import KubeRayResource
+from ads_ranking_pipelines.defs.kuberay_resource import KubeRayResource
 from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
 from ads_ranking_pipelines_tests.defs import test_resource_kuberay as base
 from ads_ranking_pipelines_tests.kuberay.cases import KUEUE_CATALOG
@@ -21,6 +23,8 @@ from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (
     write_kubeconfig,
 )
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.kueue_controller import KueueQueue
+
+pytestmark = pytest.mark.slow  # real processes (README: Tests)
 
 H100 = TrainingParams(gpu_pool="h100-80gb", gpus_per_worker=8, num_workers=2)  # 16 GPUs
 QUEUE = "ads-ranking-h100"

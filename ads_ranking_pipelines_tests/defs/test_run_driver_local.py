@@ -23,12 +23,12 @@ from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.defs.assets import batch_scores, impressions, model_evaluation, trained_model
 from ads_ranking_pipelines.defs.jobs import range_tags
 from ads_ranking_pipelines.defs.progress import DASHBOARD_TAG, PROGRESS_TAG
-from ads_ranking_pipelines.defs.ray_resources import LocalRayResource
+from ads_ranking_pipelines.defs.local_ray_resource import LocalRayResource
 from ads_ranking_pipelines.defs.resources import EventSourceResource, StorageResource
 from ads_ranking_pipelines.storage.layout import StorageLayout
 from ads_ranking_pipelines.storage.registry import ModelRegistry
 from ads_ranking_pipelines.storage.run_progress import read_progress
-from ads_ranking_pipelines_tests.defs._gates import TINY_MODEL_GATES
+from ads_ranking_pipelines_tests.defs.gates import TINY_MODEL_GATES
 
 DAY = dt.date(2026, 3, 10)
 TINY = TrainingParams(dataset_window_days=2, num_workers=1, epochs=1, batch_size=256, hash_buckets=1000,

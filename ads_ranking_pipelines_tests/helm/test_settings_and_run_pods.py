@@ -13,7 +13,7 @@ from kubernetes_validate import utils as kv_utils
 
 from ads_ranking_pipelines.config.pools import load_catalog
 from ads_ranking_pipelines.config.settings import Settings
-from ads_ranking_pipelines.defs.ray_resources import KubeRayResource
+from ads_ranking_pipelines.defs.kuberay_resource import KubeRayResource
 from ads_ranking_pipelines.definitions import build_definitions
 from ads_ranking_pipelines_tests.helm.chart import VALUE_SETS, env_of, merge, one, render, value_set
 from ads_ranking_pipelines_tests.helm.run_pod import run_job

@@ -22,8 +22,8 @@ they must not be secrets; they are never logged or put into error messages here.
 
 Modules, one job each:
 
-* :mod:`.status` - names and labels, RayJob status → JobStatus, failure words, cluster rows
-* :mod:`.jobs` - the RayJob fields that come from a JobSpec; a RayJob for an existing cluster
+* :mod:`.status` - RayJob status → JobStatus, failure words, cluster rows (the manifests, their
+  names and labels are built in ``ads_ranking_pipelines/kuberay/``)
 * :mod:`.client` - the thin Kubernetes client (retries, idempotent create, pod logs, events)
 * :mod:`.permissions` - every API permission the client uses (the Helm chart's Role comes from it)
 * :mod:`.calls` - API calls with their failures worded as BackendError
@@ -44,10 +44,9 @@ from ads_ranking_pipelines.backends.kuberay.status import (
     cluster_info,
     failure_text,
     job_status_from_rayjob,
-    rayjob_name_for,
 )
 
 __all__ = [
     "ClusterInfo", "KubeRayBackend", "KubeRayClusterSession", "StatusCallback", "cluster_info",
-    "failure_text", "job_status_from_rayjob", "rayjob_name_for",
+    "failure_text", "job_status_from_rayjob",
 ]

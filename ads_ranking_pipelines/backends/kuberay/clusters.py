@@ -16,12 +16,9 @@ from typing import Any
 
 from ads_ranking_pipelines.backends.base import BackendError, JobSpec
 from ads_ranking_pipelines.backends.kuberay import calls, queueing
-from ads_ranking_pipelines.backends.kuberay.jobs import rayjob_for_cluster
 from ads_ranking_pipelines.backends.kuberay.status import (
-    CLUSTER_NAME_LABEL,
     ORIGINATED_FROM_CRD_LABEL,
     ORIGINATED_FROM_NAME_LABEL,
-    RAY_CLUSTER_LABEL,
     ClusterInfo,
     cluster_info,
     owned,
@@ -37,7 +34,8 @@ from ads_ranking_pipelines.backends.kuberay.client import (
     NotFound,
     new_creation_token,
 )
-from ads_ranking_pipelines.kuberay.labels import LABEL_MANAGED_BY, MANAGED_BY
+from ads_ranking_pipelines.kuberay.job_fields import rayjob_for_cluster
+from ads_ranking_pipelines.kuberay.labels import CLUSTER_NAME_LABEL, LABEL_MANAGED_BY, MANAGED_BY, RAY_CLUSTER_LABEL
 from ads_ranking_pipelines.kuberay.notebook import with_notebook
 from ads_ranking_pipelines.kuberay.raycluster import build_raycluster
 

@@ -35,8 +35,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ads_ranking_pipelines.kuberay.labels import RAY_CLUSTER_LABEL
+
 REPLICA_FAILURE = "ReplicaFailure"
-RAY_CLUSTER_LABEL = "ray.io/cluster"
 # The node provisioner's word on a pending pod: (component, reason) -> capacity is coming.
 # cluster-autoscaler's reasons are recognised from any component (older events carry none).
 PROVISIONER_SIGNALS = {

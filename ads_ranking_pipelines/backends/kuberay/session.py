@@ -25,15 +25,12 @@ from ads_ranking_pipelines.backends.base import (
 )
 from ads_ranking_pipelines.backends.kuberay import calls, queueing
 from ads_ranking_pipelines.backends.kuberay.context import KubeRayContext
-from ads_ranking_pipelines.backends.kuberay.jobs import add_job_fields, redacted, runtime_env
 from ads_ranking_pipelines.backends.kuberay.rayjobs import RayJobs
-from ads_ranking_pipelines.backends.kuberay.status import (
-    ORIGINATED_FROM_NAME_LABEL,
-    SUBMISSION_ID_LABEL,
-    rayjob_name_for,
-)
+from ads_ranking_pipelines.backends.kuberay.status import ORIGINATED_FROM_NAME_LABEL
 from ads_ranking_pipelines.config.validation import RequestError, ResolvedRequest
 from ads_ranking_pipelines.kuberay import rules
+from ads_ranking_pipelines.kuberay.job_fields import add_job_fields, redacted, runtime_env
+from ads_ranking_pipelines.kuberay.labels import SUBMISSION_ID_LABEL
 from ads_ranking_pipelines.backends.kuberay.client import (
     RAYCLUSTERS,
     RAYJOBS,
@@ -41,7 +38,7 @@ from ads_ranking_pipelines.backends.kuberay.client import (
     new_creation_token,
 )
 from ads_ranking_pipelines.kuberay.kueue import is_kueue_managed
-from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
+from ads_ranking_pipelines.kuberay.rayjob import build_rayjob, rayjob_name_for
 
 log = logging.getLogger(__name__)
 

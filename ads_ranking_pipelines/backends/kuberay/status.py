@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,42 +12,25 @@ from typing import Any
 from ads_ranking_pipelines.backends.base import JobState, JobStatus
 from ads_ranking_pipelines.backends.kuberay.health import replica_failure
 from ads_ranking_pipelines.backends.kuberay.queueing import QueueInfo, is_queued
-from ads_ranking_pipelines.kuberay import rules
 from ads_ranking_pipelines.kuberay.labels import (
     LABEL_GPU_TYPE,
     LABEL_MANAGED_BY,
     LABEL_OWNER,
     LABEL_POOL,
     MANAGED_BY,
-    MANAGED_LABEL_PREFIX,
 )
 
 # Labels and names KubeRay itself uses (ray-operator/controllers/ray/utils/constant.go).
-RAY_CLUSTER_LABEL = "ray.io/cluster"
 RAY_NODE_TYPE_LABEL = "ray.io/node-type"
 ORIGINATED_FROM_CRD_LABEL = "ray.io/originated-from-crd"
 ORIGINATED_FROM_NAME_LABEL = "ray.io/originated-from-cr-name"
 # Pods of a Kubernetes Job carry these (job-name everywhere, the prefixed one since 1.27).
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
-SUBMISSION_ID_LABEL = MANAGED_LABEL_PREFIX + "submission-id"
-CLUSTER_NAME_LABEL = MANAGED_LABEL_PREFIX + "cluster"
 
 FAILED_DEPLOYMENT = ("Failed", "ValidationFailed")
 READY_DEPLOYMENT = ("Running", "Complete")
 RAY_TERMINAL = {"SUCCEEDED": JobState.SUCCEEDED, "FAILED": JobState.FAILED,
                 "STOPPED": JobState.STOPPED}
-# A RayJob name leaves room for the "-xxxxx" KubeRay appends to its RayCluster's name.
-MAX_JOB_NAME = rules.MAX_RAYJOB_NAME
-
-
-def rayjob_name_for(base: str, submission_id: str) -> str:
-    """A RayJob name for ``submission_id`` derived from ``base`` (a DNS-1035 label):
-    deterministic, so a retried submission of the same id finds its RayJob again."""
-    digest = hashlib.sha256(submission_id.encode("utf-8")).hexdigest()[:8]
-    head = base[: MAX_JOB_NAME - len(digest) - 1].rstrip("-") or "job"
-    if not head[0].isalpha():
-        head = "j" + head[: MAX_JOB_NAME - len(digest) - 2]
-    return f"{head}-{digest}"
 
 
 def failure_text(kind: str, name: str, namespace: str, status: Mapping[str, Any]) -> str:
