@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 export ADS_RANKING_HOME ?= $(CURDIR)/.ads_ranking
 export DAGSTER_HOME     ?= $(CURDIR)/.dagster_home
 
-.PHONY: venv run test test-prereqs ui bench clean image push instance
+.PHONY: venv run test test-fast test-prereqs ui bench clean image push instance
 
 # The Dagster instance: run queue with per-GPU-pool limits from the pool catalog, run monitoring,
 # telemetry off (ads_ranking_pipelines/config/dagster_instance.py; dagster.yaml in the repo is the
@@ -36,6 +36,12 @@ test-prereqs:
 test: venv test-prereqs
 	mkdir -p $(DAGSTER_HOME)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The inner loop (under 3 minutes here): every test but those marked ray, integration or slow
+# (real Ray clusters, Dagster runs, CLI processes, torch ranks, browsers). `make test` runs them all.
+test-fast: venv
+	mkdir -p $(DAGSTER_HOME)
+	$(PY) -m pytest -m "not ray and not integration and not slow" $(PYTEST_ARGS)
 
 ui: instance
 	$(VENV)/bin/dagster dev -h 127.0.0.1 -p 3000 -w workspace.yaml

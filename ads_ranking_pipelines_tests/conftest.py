@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
+import shutil
+import tempfile
 
 import pytest
 
-from ads_ranking_pipelines.backends.processes import wait_for_exit
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.fixtures import fake_apiserver  # noqa: F401 - for every test
-
-
-def wait_no_processes(marker: str, timeout_s: float = 15.0) -> list[int]:
-    """Processes still naming ``marker`` after up to ``timeout_s`` (empty: all gone)."""
-    return wait_for_exit(marker, timeout_s)
 
 
 @pytest.fixture
@@ -34,15 +32,39 @@ def environ(ads_home):
     return dict(os.environ)
 
 
-def stop_process_group(proc, grace_s: float = 30.0) -> None:
-    """SIGTERM a child started with ``start_new_session=True`` and its group; SIGKILL if it stays."""
-    import os
-    import signal
-    import subprocess
+# In-process Ray for the tests that drive Ray Train or a Ray job body directly (training, ray_jobs).
+@functools.cache
+def _process_ray_home() -> str:
+    """One HOME for every in-process Ray of this test process. Ray 2.60's first local ``ray.init``
+    writes its auth token to ``~/.ray/auth_token`` and keeps the token in the process: a later
+    ``ray.init`` under another HOME does not write it again, and its GCS, finding no token file,
+    dies at start (``ray.init`` then times out waiting for the GCS port file)."""
+    home = tempfile.mkdtemp(prefix="ray-home-")
+    atexit.register(shutil.rmtree, home, True)
+    return home
 
-    os.killpg(proc.pid, signal.SIGTERM)
+
+@pytest.fixture
+def ray_home():
+    return _process_ray_home()
+
+
+@pytest.fixture
+def local_ray(ray_home):
+    ray = pytest.importorskip("ray")
+    # Ray's socket paths must stay short (AF_UNIX limit), so its temp dir is a short /tmp dir
+    # owned by this test; HOME moves too so Ray's token file does not land in the real HOME.
+    ray_tmp = tempfile.mkdtemp(prefix="rt", dir="/tmp")
+    mp = pytest.MonkeyPatch()
     try:
-        proc.wait(grace_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
+        # undone even when ray.init fails: the variable makes later multi-node clusters refuse
+        # their worker nodes (CI: a timed-out ray.init here failed every later local cluster)
+        mp.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        mp.setenv("HOME", str(ray_home))
+        mp.delenv("RAY_ADDRESS", raising=False)
+        ray.init(num_cpus=3, include_dashboard=False, _temp_dir=ray_tmp, log_to_driver=True)
+        yield ray
+    finally:
+        ray.shutdown()
+        mp.undo()
+        shutil.rmtree(ray_tmp, ignore_errors=True)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import dagster as dg
+import pytest
 
 from ads_ranking_pipelines.definitions import build_definitions
 from ads_ranking_pipelines.storage import fs
@@ -88,6 +89,7 @@ def _failure(result) -> str:
                     if e.is_step_failure and e.step_failure_data.user_failure_data)
 
 
+@pytest.mark.slow
 def test_dagster_cli_validates_the_workspace(environ, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "dagster", "definitions", "validate", "-w", "workspace.yaml"],
                           capture_output=True, text=True, timeout=180, env=environ)

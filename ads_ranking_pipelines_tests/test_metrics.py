@@ -1,7 +1,7 @@
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+import pytest
 from sklearn.metrics import log_loss, roc_auc_score
 
 from ads_ranking_pipelines.metrics import (
@@ -22,6 +22,7 @@ def labelled(draw, min_size=2, max_size=200):
     return np.array(y), np.array(p)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(labelled())
 def test_auc_and_logloss_match_sklearn(data):

@@ -73,6 +73,7 @@ def run_one(fake: FakeKubeApiServer, name: str, said: list[str], out: dict,
         out["error"] = exc
 
 
+@pytest.mark.slow
 def test_second_run_is_queued_with_kueues_words_then_runs_when_the_first_ends(
         fake_apiserver: FakeKubeApiServer) -> None:
     fake_apiserver.kueue_queues = {LOCAL_QUEUE: KueueQueue(quota={"cpu": 3})}  # fits one
@@ -152,6 +153,7 @@ def test_fake_kuberay_refuses_suspend_with_deletion_rules(
     b.client.delete(RAYJOBS, NS, name)
 
 
+@pytest.mark.slow
 def test_preempted_run_is_queued_then_readmitted_and_its_new_log_is_delivered_whole(
         fake_apiserver: FakeKubeApiServer) -> None:
     """Kueue evicts a running backfill for a higher-priority run: the backfill is QUEUED with

@@ -35,6 +35,7 @@ def _rows(b) -> dict:
     return {i.name: i for i in b.list_clusters(NS)}
 
 
+@pytest.mark.slow
 def test_queued_clusters_are_listed_with_kueues_words_and_position_then_run_once_admitted(
         fake_apiserver: FakeKubeApiServer) -> None:
     _queue(fake_apiserver)

@@ -19,7 +19,7 @@ import requests
 from ads_ranking_pipelines.backends.base import BackendError
 from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster, object_store_bytes
 from ads_ranking_pipelines.config.cluster import ClusterRequest
-from ads_ranking_pipelines_tests.conftest import wait_no_processes
+from ads_ranking_pipelines_tests.processes import wait_no_processes
 
 
 class NodeKiller(threading.Thread):

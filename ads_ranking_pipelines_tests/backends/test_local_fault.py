@@ -22,7 +22,7 @@ from ads_ranking_pipelines.events.layout import ensure_synthetic_days
 from ads_ranking_pipelines.ray_jobs.common import SPEC_ENV
 from ads_ranking_pipelines.storage import fs
 from ads_ranking_pipelines.contracts.ranges import TrainDay, TrainRangeSpec
-from ads_ranking_pipelines_tests.conftest import wait_no_processes
+from ads_ranking_pipelines_tests.processes import wait_no_processes
 
 DAYS = (dt.date(2026, 2, 1), dt.date(2026, 2, 2))
 

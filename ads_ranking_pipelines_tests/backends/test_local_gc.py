@@ -17,7 +17,7 @@ import pytest
 from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
 from ads_ranking_pipelines.backends.processes import pid_alive, pids_mentioning
 from ads_ranking_pipelines_tests.cli.helpers import cli_env, run_cli
-from ads_ranking_pipelines_tests.conftest import wait_no_processes
+from ads_ranking_pipelines_tests.processes import wait_no_processes
 
 CONTROLLER = """
 import sys, time

@@ -10,7 +10,7 @@ import pytest
 from ads_ranking_pipelines.backends.local import LocalRayBackend
 from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
 from ads_ranking_pipelines.config.cluster import ClusterRequest
-from ads_ranking_pipelines_tests.conftest import wait_no_processes
+from ads_ranking_pipelines_tests.processes import wait_no_processes
 
 pytestmark = pytest.mark.ray
 

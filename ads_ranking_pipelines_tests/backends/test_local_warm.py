@@ -75,6 +75,7 @@ def test_the_watchdog_never_stops_a_warm_cluster(tmp_path, head, died: bool) -> 
     assert LocalRayCluster.find("warm-1", state_dir).state.watchdog_pid == 0
 
 
+@pytest.mark.slow
 def test_leases_are_renewed_released_and_those_over_dropped_by_the_next_taker(tmp_path, head) -> None:
     state_dir = tmp_path / "clusters"
     warm_state(state_dir, head.pid, tmp_path / "m")
@@ -94,6 +95,7 @@ def test_leases_are_renewed_released_and_those_over_dropped_by_the_next_taker(tm
     second.release()
 
 
+@pytest.mark.slow
 def test_the_gc_keeps_a_held_warm_cluster_and_reaps_it_idle(tmp_path, head) -> None:
     """collect_local over real lease files and processes: kept while a live process holds it (its
     maker dead, its run unknown), stopped - head process and files - once idle past its TTL."""

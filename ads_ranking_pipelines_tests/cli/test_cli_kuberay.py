@@ -3,6 +3,8 @@ reached through a kubeconfig context (the way a laptop reaches a real cluster)."
 
 from __future__ import annotations
 
+import pytest
+
 from ads_ranking_pipelines.backends.kuberay.client import RAYCLUSTERS, RAYJOBS
 from ads_ranking_pipelines_tests.cli.helpers import cli_env, ok, ok_json, run_cli
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (
@@ -10,6 +12,8 @@ from ads_ranking_pipelines_tests.kuberay.fake_apiserver import (
     Scenario,
     write_kubeconfig,
 )
+
+pytestmark = pytest.mark.slow  # real processes (README: Tests)
 
 NS = "ads-ranking"
 

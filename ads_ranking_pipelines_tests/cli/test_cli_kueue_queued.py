@@ -5,6 +5,8 @@ quota is freed; a queued RayJob prints QUEUED with the same words."""
 
 from __future__ import annotations
 
+import pytest
+
 from ads_ranking_pipelines.backends.kuberay.client import RAYCLUSTERS
 from ads_ranking_pipelines_tests.cli.helpers import cli_env, ok, ok_json, run_cli
 from ads_ranking_pipelines_tests.kuberay.cases import KUEUE_CATALOG
@@ -20,6 +22,8 @@ from ads_ranking_pipelines_tests.kuberay.kueue_cases import (
     one_cluster_of_quota,
     queued_run_job,
 )
+
+pytestmark = pytest.mark.slow  # real processes (README: Tests)
 
 
 def _kueue_env(fake: FakeKubeApiServer, tmp_path) -> dict[str, str]:

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from ads_ranking_pipelines_tests.cli.helpers import cli_env, ok, ok_json, run_cli
-from ads_ranking_pipelines_tests.conftest import wait_no_processes
+from ads_ranking_pipelines_tests.processes import wait_no_processes
 
 
 def _alive(pid: int) -> bool:

@@ -5,10 +5,14 @@ from __future__ import annotations
 import hashlib
 import json
 
+import pytest
+
 from ads_ranking_pipelines.storage import fs
 from ads_ranking_pipelines.storage.layout import StorageLayout
 from ads_ranking_pipelines.storage.registry import ModelRegistry
 from ads_ranking_pipelines_tests.cli.helpers import cli_env, ok, ok_json, run_cli
+
+pytestmark = pytest.mark.slow  # real processes (README: Tests)
 
 
 def _version(reg: ModelRegistry, name: str, weights: bytes = b"w") -> None:

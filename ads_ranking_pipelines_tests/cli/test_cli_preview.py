@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import dagster as dg
+import pytest
 import yaml
 
 from ads_ranking_pipelines.storage.layout import StorageLayout
@@ -45,6 +46,7 @@ def _nothing_started(tmp_path):
         assert instance.get_runs() == []
 
 
+@pytest.mark.slow
 def test_dry_run_prints_the_estimate_its_basis_spread_capacity_and_split_and_starts_nothing(tmp_path):
     env = _env(tmp_path, cost_per_worker_hour=2.0)
     _history(tmp_path)
@@ -81,6 +83,7 @@ def test_a_range_over_the_pools_budget_exits_2_before_anything_starts_naming_est
     _nothing_started(tmp_path)
 
 
+@pytest.mark.slow
 def test_the_runs_budget_override_refuses_too_and_dry_run_shows_over(tmp_path):
     env = _env(tmp_path, cost_per_worker_hour=2.0, budget_cost=10)
     _history(tmp_path)

@@ -26,6 +26,8 @@ from ads_ranking_pipelines.config.source import SourceConfig
 from ads_ranking_pipelines_tests.cli.helpers import REPO_ROOT, cli_env, run_cli
 from ads_ranking_pipelines_tests.instance.test_run_queue import _launch, _wait, _window, queue  # noqa: F401
 
+pytestmark = pytest.mark.slow  # real processes (README: Tests)
+
 DAY = "2026-03-10"
 TINY = ["--window-days", "2", "--workers", "1", "--epochs", "1", "--batch-size", "256", "--rows-per-day", "2000",
         "--param", "hash_buckets=2000", "--param", "embedding_dim=8", "--param", "dense_arch=[16, 8]",

@@ -111,6 +111,7 @@ def test_all_one_class_labels(ads_home, environ, tmp_path):
     (["--date", "2020-01-01"], "--date=2020-01-01"),
     (["--date", "yesterday"], "--date='yesterday'"),
 ])
+@pytest.mark.slow
 def test_cli_rejects_bad_input_with_exit_2(ads_home, args, needle):
     import subprocess
     import sys

@@ -31,7 +31,7 @@ from ads_ranking_pipelines.definitions import range_tags, run_tags
 from ads_ranking_pipelines.storage import fs
 from ads_ranking_pipelines.storage.layout import StorageLayout
 from ads_ranking_pipelines.storage.registry import ModelRegistry
-from ads_ranking_pipelines_tests.conftest import stop_process_group, wait_no_processes
+from ads_ranking_pipelines_tests.processes import stop_process_group, wait_no_processes
 
 DAYS = [dt.date(2026, 3, 10), dt.date(2026, 3, 11), dt.date(2026, 3, 12)]
 # the whole epoch budget (no early stop): day 2 is still training when the cancel lands

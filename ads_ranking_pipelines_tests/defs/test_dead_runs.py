@@ -26,8 +26,8 @@ from ads_ranking_pipelines.defs.tags import GPU_POOL_TAG
 from ads_ranking_pipelines.storage.layout import StorageLayout
 from ads_ranking_pipelines.storage.registry import ModelRegistry
 from ads_ranking_pipelines_tests.cli.helpers import REPO_ROOT
-from ads_ranking_pipelines_tests.conftest import wait_no_processes
-from ads_ranking_pipelines_tests.defs._gates import TINY_MODEL_GATES, gate_args
+from ads_ranking_pipelines_tests.processes import wait_no_processes
+from ads_ranking_pipelines_tests.defs.gates import TINY_MODEL_GATES, gate_args
 
 DAY = dt.date(2026, 3, 10)
 TINY = ["--window-days", "2", "--workers", "1", "--batch-size", "256", "--rows-per-day", "2000",

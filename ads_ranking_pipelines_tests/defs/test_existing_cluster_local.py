@@ -19,7 +19,9 @@ from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
 from ads_ranking_pipelines.backends.ray_job_api import RayJobApi
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines_tests.cli.helpers import run_cli
-from ads_ranking_pipelines_tests.defs._gates import TINY_MODEL_GATES, gate_args
+from ads_ranking_pipelines_tests.defs.gates import TINY_MODEL_GATES, gate_args
+
+pytestmark = pytest.mark.slow  # real processes (README: Tests)
 
 DAY = dt.date(2026, 3, 10)
 TINY = ["--window-days", "2", "--workers", "1", "--batch-size", "256", "--rows-per-day", "2000", "--epochs", "1",

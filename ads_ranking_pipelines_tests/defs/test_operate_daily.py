@@ -28,12 +28,11 @@ import pytest
 
 from ads_ranking_pipelines.config.dagster_instance import instance_settings, render_yaml
 from ads_ranking_pipelines.config.pools import load_catalog
-from ads_ranking_pipelines.storage import fs
 from ads_ranking_pipelines.storage.layout import StorageLayout
 from ads_ranking_pipelines.storage.registry import ModelRegistry
 from ads_ranking_pipelines_tests.cli.helpers import cli_env, ok, run_cli
-from ads_ranking_pipelines_tests.conftest import wait_no_processes
-from ads_ranking_pipelines_tests.defs._gates import TINY_MODEL_GATES_WITH_CHAMPION, gate_args
+from ads_ranking_pipelines_tests.processes import wait_no_processes
+from ads_ranking_pipelines_tests.defs.gates import TINY_MODEL_GATES_WITH_CHAMPION, gate_args
 
 DAYS = [dt.date(2026, 3, 10), dt.date(2026, 3, 11), dt.date(2026, 3, 12)]
 BAD_DAY = dt.date(2026, 3, 13)

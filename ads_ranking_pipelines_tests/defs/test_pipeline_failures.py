@@ -18,8 +18,8 @@ from ads_ranking_pipelines.config.source import SourceConfig, SyntheticSpec
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.definitions import build_definitions
 from ads_ranking_pipelines.events.importers import shared_datasets_dir
-from ads_ranking_pipelines_tests.conftest import wait_no_processes
-from ads_ranking_pipelines_tests.defs._gates import TINY_MODEL_GATES
+from ads_ranking_pipelines_tests.processes import wait_no_processes
+from ads_ranking_pipelines_tests.defs.gates import TINY_MODEL_GATES
 
 DAY = dt.date(2026, 3, 10)
 SMALL = TrainingParams(dataset_window_days=2, num_workers=1, epochs=1, batch_size=256, hash_buckets=1000,

@@ -20,7 +20,7 @@ from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.definitions import build_definitions, event_source_config, range_tags, run_tags
 from ads_ranking_pipelines.storage.layout import StorageLayout
 from ads_ranking_pipelines.storage.registry import ModelRegistry
-from ads_ranking_pipelines_tests.defs._realized import (
+from ads_ranking_pipelines_tests.defs.realized import (
     IMPRESSIONS, REALIZED, check_evaluation, flip_labels, materialize, requested_days, rescore_requests,
 )
 

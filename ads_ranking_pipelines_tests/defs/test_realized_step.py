@@ -26,7 +26,7 @@ from ads_ranking_pipelines.events.synthetic import generate_day
 from ads_ranking_pipelines.metrics import evaluate
 from ads_ranking_pipelines.storage.layout import StorageLayout
 from ads_ranking_pipelines.storage.registry import ModelRegistry
-from ads_ranking_pipelines_tests.defs._realized import (
+from ads_ranking_pipelines_tests.defs.realized import (
     IMPRESSIONS, REALIZED, check_evaluation, flip_labels, materialize, requested_days, rescore_requests,
 )
 
@@ -74,6 +74,7 @@ def world(ads_home, environ):
         yield defs, instance, registry, baseline
 
 
+@pytest.mark.slow
 def test_a_healthy_champion_stays_and_a_degraded_one_is_rolled_back_with_the_numbers(world, ads_home):
     defs, instance, registry, baseline = world
     requested, cursor = requested_days(defs, instance, baseline)

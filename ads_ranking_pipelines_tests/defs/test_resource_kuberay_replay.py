@@ -10,6 +10,7 @@ from typing import Any
 
 import dagster as dg
 from dagster_pipes import PIPES_PROTOCOL_VERSION, PIPES_PROTOCOL_VERSION_FIELD
+import pytest
 
 from ads_ranking_pipelines.backends.base import JobSpec
 from ads_ranking_pipelines.contracts.pipes_stamp import STAMP_FIELD
@@ -17,6 +18,8 @@ from ads_ranking_pipelines.defs.range_jobs import DayResults, run_days
 from ads_ranking_pipelines.defs.ray_resources import RayClusterResource
 from ads_ranking_pipelines_tests.defs import test_resource_kuberay as base
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver import FakeKubeApiServer, Scenario
+
+pytestmark = pytest.mark.slow  # real processes (README: Tests)
 
 DAYS = [dt.date(2026, 3, 10), dt.date(2026, 3, 11)]
 WRITER = "4f1c0de5a7b94e2d8c3b6a1f0e9d8c7b"

@@ -24,8 +24,8 @@ import pytest
 from ads_ranking_pipelines.storage.layout import StorageLayout
 from ads_ranking_pipelines.storage.registry import ModelRegistry
 from ads_ranking_pipelines_tests.cli.helpers import REPO_ROOT, ok, run_cli
-from ads_ranking_pipelines_tests.conftest import wait_no_processes
-from ads_ranking_pipelines_tests.defs._gates import TINY_MODEL_GATES, gate_args
+from ads_ranking_pipelines_tests.processes import wait_no_processes
+from ads_ranking_pipelines_tests.defs.gates import TINY_MODEL_GATES, gate_args
 
 DAYS = [dt.date(2026, 3, 10), dt.date(2026, 3, 11), dt.date(2026, 3, 12)]
 EPOCHS = 100        # ~0.3 s each: the dead run's processes stop (~10 s) well before day 2 could end

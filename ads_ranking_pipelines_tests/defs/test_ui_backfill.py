@@ -19,6 +19,8 @@ import pytest
 from ads_ranking_pipelines.config.dagster_instance import instance_settings, render_yaml
 from ads_ranking_pipelines.config.pools import load_catalog
 
+pytestmark = pytest.mark.slow  # real processes (README: Tests)
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DAYS = ["2026-03-10", "2026-03-11", "2026-03-12"]
 ASSETS = ["impressions", "trained_model", "model_evaluation", "batch_scores"]

@@ -21,8 +21,10 @@ from ads_ranking_pipelines.backends.local_warm_lease import read_leases
 from ads_ranking_pipelines.backends.processes import pid_alive
 from ads_ranking_pipelines.backends.ray_job_api import RayJobApi
 from ads_ranking_pipelines_tests.cli.helpers import REPO_ROOT, run_cli
-from ads_ranking_pipelines_tests.conftest import wait_no_processes
-from ads_ranking_pipelines_tests.defs._gates import TINY_MODEL_GATES, gate_args
+from ads_ranking_pipelines_tests.processes import wait_no_processes
+from ads_ranking_pipelines_tests.defs.gates import TINY_MODEL_GATES, gate_args
+
+pytestmark = pytest.mark.slow  # real processes (README: Tests)
 
 DAY_A, DAY_B = dt.date(2026, 3, 10), dt.date(2026, 3, 12)
 TINY = ["--window-days", "2", "--workers", "1", "--batch-size", "256", "--rows-per-day", "2000", "--epochs", "1",

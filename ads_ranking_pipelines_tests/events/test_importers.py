@@ -1,10 +1,8 @@
 import datetime as dt
 
-import numpy as np
 import pyarrow as pa
 import pytest
 
-from ads_ranking_pipelines.events import importers
 from ads_ranking_pipelines.events.importers import (
     AVAZU_SPARSE, CRITEO_DENSE, CRITEO_SPARSE, SHARED_DATASETS_ENV, DatasetNotFoundError,
     import_avazu, import_criteo, read_criteo, shared_datasets_dir,
@@ -12,7 +10,7 @@ from ads_ranking_pipelines.events.importers import (
 from ads_ranking_pipelines.events.layout import available_days, read_days
 from ads_ranking_pipelines.events.window_checks import check_labels, validate_schema
 
-from .conftest import DAY
+from .helpers import DAY
 
 DATASETS = shared_datasets_dir()
 needs_datasets = pytest.mark.skipif(

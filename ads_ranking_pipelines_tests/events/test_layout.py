@@ -16,7 +16,7 @@ from ads_ranking_pipelines.events.synthetic import generate_table
 from ads_ranking_pipelines.events.window_checks import check_labels
 from ads_ranking_pipelines.storage.layout import day_uri
 
-from .conftest import DAY, DAYS, parquet_source, toy_table
+from .helpers import DAY, DAYS, parquet_source, toy_table
 
 
 def test_write_read_round_trip(small_source):

@@ -15,7 +15,7 @@ from ads_ranking_pipelines.events.synthetic import (
 )
 from ads_ranking_pipelines.metrics import auc, logloss
 
-from .conftest import DAY
+from .helpers import DAY
 
 DEFAULT = SyntheticSpec()
 

@@ -9,7 +9,7 @@ from ads_ranking_pipelines.events.window_checks import (
     LabelError, UnreadableFileError, check_labels, validate_features, validate_schema,
 )
 
-from .conftest import DAY, DAYS, parquet_source, toy_table
+from .helpers import DAY, DAYS, parquet_source, toy_table
 
 
 def test_schema_error_names_missing_and_non_numeric_columns(tmp_path):

@@ -22,7 +22,7 @@ import yaml
 
 from ads_ranking_pipelines.config.dagster_instance import GPU_POOL_TAG, instance_settings, render_yaml
 from ads_ranking_pipelines.config.pools import load_catalog
-from ads_ranking_pipelines_tests.conftest import stop_process_group
+from ads_ranking_pipelines_tests.processes import stop_process_group
 
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent
@@ -87,6 +87,7 @@ def _window(instance: dg.DagsterInstance, run_id: str) -> tuple[float, float]:
     return record.start_time, record.end_time
 
 
+@pytest.mark.slow
 def test_second_run_on_a_full_pool_waits_other_pools_start_and_cancel_frees_the_slot(queue):
     env, workspace = queue
     first = _launch(env, workspace, "local", 40)      # long enough to launch the others meanwhile

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+import pytest
 
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.pools import load_catalog
@@ -29,6 +30,7 @@ run_ids = st.none() | st.text(max_size=100)
 code_locations = st.none() | st.text(max_size=100)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(valid_requests(CATALOG), run_ids, code_locations)
 def test_valid_requests_render_valid_manifests(

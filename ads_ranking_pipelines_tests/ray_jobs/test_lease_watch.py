@@ -8,8 +8,12 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from ads_ranking_pipelines.ray_jobs.lease_watch import EXIT_CONTROLLER_GONE
 from ads_ranking_pipelines.storage.lease import LeaseSpec, LeaseWriter
+
+pytestmark = pytest.mark.slow  # real processes (README: Tests)
 
 # A job entrypoint whose body would run for ten minutes.
 ENTRYPOINT = """

@@ -13,8 +13,7 @@ from ads_ranking_pipelines.contracts.ranges import TrainDay, TrainRangeSpec
 from ads_ranking_pipelines.defs.train_step import RESULT_FIELDS
 from ads_ranking_pipelines.ray_jobs.train import body
 from ads_ranking_pipelines.training.export import is_model_version, read_manifest
-from ads_ranking_pipelines_tests.training._toy import write_days
-from ads_ranking_pipelines_tests.training.conftest import local_ray, ray_home  # noqa: F401 - the fixtures
+from ads_ranking_pipelines_tests.training.toy import write_days
 
 pytestmark = pytest.mark.ray
 

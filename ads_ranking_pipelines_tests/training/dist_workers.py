@@ -20,7 +20,7 @@ from ads_ranking_pipelines.training.train_loop import run_worker
 from ads_ranking_pipelines.training.train_step import set_learning_rates
 from ads_ranking_pipelines.training.worker import quiet_warnings
 
-from ._toy import tiny_params, tiny_spec, toy_arrays
+from .toy import tiny_params, tiny_spec, toy_arrays
 
 
 def _batches_of(data: dict, size: int = 64):

@@ -2,6 +2,7 @@
 the same running statistics on every rank with one sync per epoch."""
 
 import numpy as np
+import pytest
 import torch
 
 from ads_ranking_pipelines.training.dense_norm import DenseNormalization
@@ -62,11 +63,12 @@ def _dense_norm_without_per_step_collective(rank: int, world: int, out_dir: str)
                f"{out_dir}/rank{rank}.pt")
 
 
+@pytest.mark.slow
 def test_dense_normalization_syncs_the_ranks_statistics_once_not_every_step(tmp_path):
     """Under torch.distributed the training forward runs no collective (rank 0 finishes its
     forwards before rank 1 starts); ``sync_running_stats`` then gives every rank the running
     statistics of the global batches, step by step: what a per-step all-reduce gave."""
-    from ._dist import run_on_gloo_group
+    from .dist import run_on_gloo_group
 
     run_on_gloo_group(_dense_norm_without_per_step_collective, str(tmp_path))
     a, b = _rank_batches(0), _rank_batches(1)

@@ -15,7 +15,7 @@ from ads_ranking_pipelines.training.features import FeatureSpec, transform
 from ads_ranking_pipelines.training.model import build_model
 from ads_ranking_pipelines.config.source import SourceConfig
 
-from ._toy import raw_events, tiny_params, tiny_spec, toy_arrays
+from .toy import raw_events, tiny_params, tiny_spec, toy_arrays
 
 
 def _trained(params, spec):

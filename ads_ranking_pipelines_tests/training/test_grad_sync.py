@@ -12,7 +12,7 @@ from torch import nn
 
 from ads_ranking_pipelines.training import grad_sync
 
-from ._dist import run_on_gloo_group
+from .dist import run_on_gloo_group
 
 
 @pytest.mark.parametrize(("backend", "world", "hook"), [
@@ -54,6 +54,7 @@ def _copy(module: nn.Module) -> nn.Module:
     return copy.deepcopy(module)
 
 
+@pytest.mark.slow
 def test_gathered_gradients_are_the_ranks_mean_and_the_same_on_every_rank(tmp_path):
     run_on_gloo_group(ddp_mean_grads, str(tmp_path))
     r0, r1 = (json.loads((tmp_path / f"r{r}.json").read_text()) for r in range(2))

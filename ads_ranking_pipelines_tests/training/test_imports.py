@@ -1,6 +1,10 @@
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow  # real processes (README: Tests)
+
 MODULES = ["model", "batches", "sharding", "checkpoint", "train_loop", "trainer", "export"]
 
 
@@ -30,7 +34,7 @@ def test_scoring_a_saved_version_imports_no_torchrec(tmp_path):
     from ads_ranking_pipelines.training.export import save_model_version
     from ads_ranking_pipelines.training.model import build_model
 
-    from ._toy import tiny_params, tiny_spec
+    from .toy import tiny_params, tiny_spec
 
     params, spec = tiny_params(), tiny_spec()
     save_model_version(str(tmp_path / "v"), build_model(params, spec), params, spec)

@@ -20,7 +20,7 @@ from ads_ranking_pipelines.training.features import FeatureSpec
 from ads_ranking_pipelines.training.inference import chunk_rows, row_group_chunks
 from ads_ranking_pipelines.training.model import build_model
 
-from ._toy import raw_events, tiny_params
+from .toy import raw_events, tiny_params
 
 DAY = dt.date(2026, 11, 3)
 

@@ -11,7 +11,7 @@ import torch
 from ads_ranking_pipelines.training.lockstep import counted
 from ads_ranking_pipelines.training.step_profile import StepProfile
 
-from ._toy import tiny_spec, toy_arrays
+from .toy import tiny_spec, toy_arrays
 
 
 def _worker():

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from ads_ranking_pipelines.training.batches import make_batch, sparse_to_kjt
 from ads_ranking_pipelines.training.model import DotInteraction, build_model, table_name
 
-from ._toy import tiny_params, tiny_spec, toy_arrays
+from .toy import tiny_params, tiny_spec, toy_arrays
 
 
 def test_forward_backward_shapes_and_gradients_reach_every_part():

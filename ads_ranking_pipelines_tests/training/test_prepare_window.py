@@ -22,7 +22,7 @@ from ads_ranking_pipelines.config.source import SourceConfig
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
 
-from ._toy import write_days
+from .toy import write_days
 
 pytestmark = pytest.mark.ray
 

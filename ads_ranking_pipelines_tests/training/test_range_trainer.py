@@ -12,7 +12,7 @@ from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.contracts.ranges import TrainDay, TrainRangeSpec
 from ads_ranking_pipelines.training.export import is_model_version, read_manifest
 
-from ._toy import write_days
+from .toy import write_days
 
 pytestmark = pytest.mark.ray
 
@@ -44,14 +44,14 @@ def test_a_worker_lost_on_day_2_restarts_the_group_which_resumes_day_2_and_finis
 
     from ads_ranking_pipelines.training.range_trainer import train_range
 
-    from . import _faults
+    from . import faults
 
-    cloudpickle.register_pickle_by_value(_faults)
+    cloudpickle.register_pickle_by_value(faults)
     marker = tmp_path / "crashed"
     reporters = [DayLog() for _ in DAYS]
     # rank 1 dies as day 2's second epoch starts (its 4th epoch start): day 2 has 1 epoch checkpointed
     results = dict(train_range(spec, reporters.__getitem__,
-                               worker_config={"callbacks": [_faults.CrashOnceAtNthEpoch(1, 4, str(marker))]}))
+                               worker_config={"callbacks": [faults.CrashOnceAtNthEpoch(1, 4, str(marker))]}))
     assert marker.exists()
     assert sorted(results) == [0, 1, 2]
     assert [results[i].worker_restarts for i in range(3)] == [0, 1, 0]

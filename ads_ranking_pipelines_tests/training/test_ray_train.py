@@ -13,7 +13,7 @@ from ads_ranking_pipelines.training.export import is_model_version, load_predict
 from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
 from ads_ranking_pipelines.training.checkpoint import TRAIN_STATE_FILE, read_train_state
 
-from ._toy import write_days
+from .toy import write_days
 
 pytestmark = pytest.mark.ray
 
@@ -62,10 +62,10 @@ def test_train_two_workers_checkpoints_each_epoch_resumes_and_exports(local_ray,
     rep2 = ListReporter()
     from ray import cloudpickle
 
-    from . import _faults
+    from . import faults
 
-    cloudpickle.register_pickle_by_value(_faults)    # Ray workers need not import the tests
-    result = train(spec2, rep2, worker_config={"callbacks": [_faults.CrashOnce(1, 2, str(marker))]})
+    cloudpickle.register_pickle_by_value(faults)    # Ray workers need not import the tests
+    result = train(spec2, rep2, worker_config={"callbacks": [faults.CrashOnce(1, 2, str(marker))]})
     assert marker.exists()
     assert result.epochs == 2 and result.resumed_from_epoch == 1 and result.worker_restarts == 1
     assert [e["epoch"] for e in result.epoch_history] == [2]

@@ -12,15 +12,17 @@ from ads_ranking_pipelines.training.sharding import format_plan, tables_per_rank
 from ads_ranking_pipelines.training.trainer import load_unsharded
 from ads_ranking_pipelines.training.checkpoint import TRAIN_STATE_FILE, read_train_state
 
-from . import _dist_workers
-from ._dist import run_on_gloo_group
-from ._toy import tiny_params, tiny_spec, toy_arrays
+from . import dist_workers
+from .dist import run_on_gloo_group
+from .toy import tiny_params, tiny_spec, toy_arrays
+
+pytestmark = pytest.mark.slow  # real processes (README: Tests)
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("sharded"))
-    run_on_gloo_group(_dist_workers.train_save_and_reload, out)
+    run_on_gloo_group(dist_workers.train_save_and_reload, out)
     res = [json.load(open(os.path.join(out, f"result_r{r}.json"))) for r in range(2)]
     tensors = [torch.load(os.path.join(out, f"result_r{r}.pt")) for r in range(2)]
     return out, res, tensors
@@ -75,7 +77,7 @@ def test_checkpoint_loads_unsharded_without_a_process_group(trained):
 
 
 def test_run_worker_resumes_at_the_next_epoch_with_uneven_shards(tmp_path):
-    run_on_gloo_group(_dist_workers.run_worker_then_resume, str(tmp_path))
+    run_on_gloo_group(dist_workers.run_worker_then_resume, str(tmp_path))
     res = [json.load(open(tmp_path / f"resume_r{r}.json")) for r in range(2)]
     for r in res:
         assert r["first"]["start"] == 0 and r["first"]["done"] == 1
@@ -99,7 +101,7 @@ def test_run_worker_resumes_at_the_next_epoch_with_uneven_shards(tmp_path):
 
 
 def test_embedding_optimizer_settings_reach_fbgemm_and_ranks_share_norm_stats(tmp_path):
-    run_on_gloo_group(_dist_workers.embedding_optimizer_settings, str(tmp_path))
+    run_on_gloo_group(dist_workers.embedding_optimizer_settings, str(tmp_path))
     res = [json.load(open(tmp_path / f"opt_r{r}.json")) for r in range(2)]
     for r in res:
         assert r["before"] and all(lr == pytest.approx(0.2) and eps == pytest.approx(0.03)
@@ -113,7 +115,7 @@ def test_embedding_optimizer_settings_reach_fbgemm_and_ranks_share_norm_stats(tm
 
 @pytest.mark.parametrize("patience", [2, 0])
 def test_training_stops_when_validation_stops_improving_and_keeps_the_best_epoch(tmp_path, patience):
-    run_on_gloo_group(_dist_workers.early_stopping, str(tmp_path), patience)
+    run_on_gloo_group(dist_workers.early_stopping, str(tmp_path), patience)
     res = [json.load(open(tmp_path / f"early_r{r}_p{patience}.json")) for r in range(2)]
     r0 = res[0]
     losses = [m["valid_logloss"] for m in r0["reports"]]
@@ -136,7 +138,7 @@ def test_training_stops_when_validation_stops_improving_and_keeps_the_best_epoch
 
 def test_profile_steps_records_where_each_epoch_went_and_the_threads_of_every_rank(tmp_path):
     for profile in (True, False):
-        run_on_gloo_group(_dist_workers.profiled_epochs, str(tmp_path), profile)
+        run_on_gloo_group(dist_workers.profiled_epochs, str(tmp_path), profile)
     history = json.load(open(tmp_path / "profile_True.json"))
     assert len(history) == 2
     for h in history:
@@ -156,7 +158,7 @@ def test_profile_steps_records_where_each_epoch_went_and_the_threads_of_every_ra
         top = ("input_wait", "to_tensors", "batch_allreduce", "forward", "backward", "optimizer")
         assert sum(s[k] for k in top) <= h["epoch_s"] + 1e-3
         threads = json.loads(h["profile_threads"])
-        assert len(threads) == 2 and all(t["torch"] == 1 for t in threads)   # _dist sets 1 thread
+        assert len(threads) == 2 and all(t["torch"] == 1 for t in threads)   # dist sets 1 thread
     # validation forwards of epoch 1 are not counted in epoch 2: both epochs ran the same steps
     assert history[0]["steps"] == history[1]["steps"] == 5
     off = json.load(open(tmp_path / "profile_False.json"))
@@ -167,7 +169,7 @@ def test_equal_shards_train_the_same_without_a_collective_per_step(tmp_path):
     """Ray Train's equal shards: with the step count known, the ranks take the same steps and reach
     the same losses as when they agree before every step, and spend nothing agreeing."""
     for shard_steps in (5, None):
-        run_on_gloo_group(_dist_workers.equal_shards, str(tmp_path), shard_steps)
+        run_on_gloo_group(dist_workers.equal_shards, str(tmp_path), shard_steps)
     known, agreed = (json.load(open(tmp_path / f"equal_{s}.json")) for s in (5, None))
     assert [h["steps"] for h in known] == [h["steps"] for h in agreed] == [5, 5]
     assert [round(h["loss"], 6) for h in known] == [round(h["loss"], 6) for h in agreed]

@@ -14,7 +14,7 @@ from ads_ranking_pipelines.training.features import FeatureSpec
 from ads_ranking_pipelines.training.sliding_window import SlidingWindow
 from ads_ranking_pipelines.training.window import read_arrays
 
-from ._toy import write_days
+from .toy import write_days
 
 DAYS = [dt.date(2026, 11, 1) + dt.timedelta(days=i) for i in range(5)]
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import queue
 
+import pytest
+
 from ads_ranking_pipelines.training.progress_pump import ProgressPump
 
 
@@ -75,6 +77,7 @@ print("same actor" if theirs._actor_id == mine._actor_id else "another actor")
 """
 
 
+@pytest.mark.slow
 def test_the_driver_starts_the_coordinator_ray_train_s_controller_will_ask_for(tmp_path):
     """Ray Train's controller waits at most 5 s for this actor on its way to starting the worker
     group; started by the driver before the window read, it is up by then (see the function)."""

@@ -8,11 +8,12 @@ import torch
 from ads_ranking_pipelines.training import warm_start
 from ads_ranking_pipelines.training.model import build_model
 
-from ._dist import run_on_gloo_group
-from ._toy import tiny_params, tiny_spec
-from ._warm_workers import sharded_model_matches_the_plain_one
+from .dist import run_on_gloo_group
+from .toy import tiny_params, tiny_spec
+from .warm_workers import sharded_model_matches_the_plain_one
 
 
+@pytest.mark.slow
 def test_sharded_workers_take_the_earlier_versions_weights(tmp_path):
     torch.manual_seed(7)
     model = build_model(tiny_params(), tiny_spec(), torch.device("cpu"))
@@ -30,8 +31,9 @@ def test_a_changed_architecture_is_named_not_loaded():
     assert why is not None and ("shape" in why or "differ" in why)
 
 
+@pytest.mark.slow
 def test_the_best_weights_kept_in_memory_start_the_next_days_sharded_model():
-    from ._warm_workers import kept_slices_warm_start_a_new_sharded_model
+    from .warm_workers import kept_slices_warm_start_a_new_sharded_model
 
     run_on_gloo_group(kept_slices_warm_start_a_new_sharded_model)
 

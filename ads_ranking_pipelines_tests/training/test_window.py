@@ -18,7 +18,7 @@ from ads_ranking_pipelines.events.layout import MissingPartitionsError
 from ads_ranking_pipelines.training.features import FeatureSpec, transform
 from ads_ranking_pipelines.training.window import hold_out, id_counts, rank_parts, read_arrays, shuffled
 
-from ._toy import write_days
+from .toy import write_days
 
 DAYS = [dt.date(2026, 11, 1), dt.date(2026, 11, 2)]
 
@@ -106,6 +106,7 @@ def test_rank_parts_are_contiguous_and_equal_and_leave_out_the_remainder() -> No
         rank_parts(arrays, 0)
 
 
+@pytest.mark.slow
 def test_the_window_datasets_hold_every_row_once_one_dataset_per_rank(tmp_path) -> None:
     frame = write_days(str(tmp_path / "events"), DAYS, rows_per_day=500)
     spec = _spec(tmp_path, validation_fraction=0.2, seed=5, num_workers=2)
@@ -140,6 +141,7 @@ print(ds.num_blocks(), ds.count(), flush=True)
 """
 
 
+@pytest.mark.slow
 def test_a_window_dataset_is_made_without_a_ray_task(tmp_path) -> None:
     """The driver's datasets must not wait for a task (a new worker process) to read their
     blocks' metadata: on a node without CPUs it never runs."""

@@ -10,7 +10,7 @@ from ads_ranking_pipelines.training.model import build_model
 from ads_ranking_pipelines.training.sharding import shard_model
 from ads_ranking_pipelines.training.worker import quiet_warnings
 
-from ._toy import tiny_params, tiny_spec, toy_arrays
+from .toy import tiny_params, tiny_spec, toy_arrays
 
 
 def sharded_model_matches_the_plain_one(rank: int, world: int, weights_path: str) -> None:

@@ -37,6 +37,8 @@ from ads_ranking_pipelines_tests.xray.helpers import (
     xray_env,
 )
 
+pytestmark = pytest.mark.slow  # real processes (README: Tests)
+
 NS = "ads-ranking"
 FORBIDDEN = "team-secret"
 XSS = "<script>window.__k=1</script>"

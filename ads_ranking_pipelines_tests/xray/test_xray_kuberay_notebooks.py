@@ -61,6 +61,7 @@ def create(client: TestClient, fake: FakeKubeApiServer, name: str, notebook: str
                == "ready", 10, 0.05, what=f"{name} ready")
 
 
+@pytest.mark.slow
 def test_notebook_start_list_stop_and_gone_with_the_cluster(
         client: TestClient, fake_apiserver: FakeKubeApiServer,
         caplog: pytest.LogCaptureFixture) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ads_ranking_pipelines.backends.kuberay import KubeRayBackend
 from ads_ranking_pipelines.config.pools import load_catalog
 from ads_ranking_pipelines_tests.kuberay.cases import KUEUE_CATALOG
@@ -30,6 +32,8 @@ from ads_ranking_pipelines_tests.xray.helpers import (
     chromium_path,
     xray_env,
 )
+
+pytestmark = pytest.mark.slow  # real processes (README: Tests)
 
 
 def test_queued_cluster_and_run_show_kueues_words_and_position(

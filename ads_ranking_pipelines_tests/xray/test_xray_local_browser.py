@@ -19,7 +19,7 @@ from ads_ranking_pipelines.backends.base import JobSpec
 from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
 from ads_ranking_pipelines.backends.processes import pids_mentioning
 from ads_ranking_pipelines.backends.ray_job_api import RayJobApi
-from ads_ranking_pipelines_tests.conftest import wait_no_processes
+from ads_ranking_pipelines_tests.processes import wait_no_processes
 from ads_ranking_pipelines_tests.xray.helpers import (
     XrayServer,
     chromium,
