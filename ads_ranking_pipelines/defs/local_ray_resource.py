@@ -53,6 +53,9 @@ class LocalRayResource(RayClusterResource):
     def borrowed(self) -> str | None:
         return self.existing_cluster or self.ray_address
 
+    def cluster_outlives_run(self) -> bool:
+        return super().cluster_outlives_run() or bool(self.keep_warm_s)
+
     def target(self) -> Any:
         from ads_ranking_pipelines.backends.local_borrowed import find_target
 

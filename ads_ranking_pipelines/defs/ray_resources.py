@@ -113,6 +113,12 @@ class RayClusterResource(dg.ConfigurableResource, abc.ABC):
         """The existing cluster the run borrows (its name or address), None: the run makes its own."""
         return self.existing_cluster
 
+    def cluster_outlives_run(self) -> bool:
+        """The run's cluster keeps running after the run (borrowed, or kept warm): the run's
+        driver job must then end before the run does; on a cluster the run tears down it ends
+        with the cluster."""
+        return self.borrowed() is not None
+
     @abc.abstractmethod
     def target_problems(self, request: ClusterRequest) -> list[RequestError]:
         """What keeps the run off its existing cluster (only called when it has one)."""
@@ -177,7 +183,8 @@ class RayClusterResource(dg.ConfigurableResource, abc.ABC):
         if self._driver is None:
             from ads_ranking_pipelines.defs.run_driver import RunDriver
 
-            self._driver = RunDriver(self._session, run_id, self._storage_root, self.python(), self.lease_env())
+            self._driver = RunDriver(self._session, run_id, self._storage_root, self.python(), self.lease_env(),
+                                     wait_for_exit=self.cluster_outlives_run())
             self._stack.callback(self._driver.close)
         return self._driver
 

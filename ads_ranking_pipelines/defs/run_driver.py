@@ -36,8 +36,9 @@ class RunDriver:
     """The run's driver job on ``session`` (submitted by the first :meth:`run_step`)."""
 
     def __init__(self, session: ClusterSession, run_id: str, storage_root: str, python: str,
-                 env: dict[str, str], poll_s: float = 1.0) -> None:
+                 env: dict[str, str], poll_s: float = 1.0, wait_for_exit: bool = True) -> None:
         self.session, self.run_id, self.python = session, run_id, python
+        self.wait_for_exit = wait_for_exit        # False: the cluster is torn down right after close()
         self.layout, self.env, self.poll_s = StorageLayout(storage_root), env, poll_s
         self.submitted: list[str] = []            # every driver job of the run, in order
         self.job_id: str | None = None
@@ -109,13 +110,17 @@ class RunDriver:
             raise
 
     def close(self) -> None:
-        """The run's session is closing: tell the driver to exit; stop it if it does not."""
+        """The run's session is closing: tell the driver to exit. On a cluster that outlives
+        the run (``wait_for_exit``) wait until it has, and stop it if it does not; on the run's
+        own cluster do not wait (seconds of the driver's shutdown): the teardown that follows
+        ends it with the cluster."""
         if self.job_id is None or self._log is None:
             return
         try:
             if self.alive():
                 fs.write_json_atomic(fs.join(self.box, mailbox.request_name(self._n + 1)),
                                      {"kind": mailbox.EXIT_KIND})
+            if self.wait_for_exit and self.alive():
                 deadline = time.monotonic() + EXIT_WAIT_S
                 while time.monotonic() < deadline and self.alive():
                     time.sleep(0.1)
