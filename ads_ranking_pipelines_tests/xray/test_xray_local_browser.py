@@ -1,6 +1,6 @@
 """X-Ray in a real headless Chromium over one real local Ray cluster, created through the
 create form and shared by the tests of this module (they run in file order): the table, the
-dashboard link, a streamed job log, inert markup, the create form's validation, a notebook,
+dashboard link, a streamed job log, a run's progress on the Runs page, inert markup, the create form's validation, a notebook,
 and delete with its confirmation."""
 
 from __future__ import annotations
@@ -167,6 +167,39 @@ def test_job_log_view_streams_what_the_job_printed(page, server, cluster) -> Non
     duration = float(job_row.locator("td.num").inner_text().split()[0])
     assert duration >= 3.0
     screenshot(page, "xray-cluster.png")
+
+
+def test_runs_page_shows_a_runs_progress_and_its_job_on_the_clusters_dashboard(page, server, cluster, home) -> None:
+    """A run's progress record (as a Ray step writes it) on the Runs page, reached from the nav:
+    its step, percent, ETA and day; its links lead to this cluster's dashboard and job page."""
+    from playwright.sync_api import expect
+
+    from ads_ranking_pipelines.defs.progress import plain_links, ray_links
+    from ads_ranking_pipelines.planning.progress import ProgressTracker
+    from ads_ranking_pipelines.storage.layout import StorageLayout
+    from ads_ranking_pipelines.storage.run_progress import update_progress
+
+    run_id, now = "0badc0de-1111-2222-3333-444455556666", time.time()
+    layout = StorageLayout(str(home))
+    tracker = ProgressTracker("trained_model", ["2026-03-10", "2026-03-11"], started=now - 30, tell_every_s=0)
+    progress = tracker.observe({"kind": "epoch", "values": {"day": "2026-03-11", "epoch": 2, "epochs": 4}}, now)
+    update_progress(layout, run_id, model="quest_ranker", step="trained_model", progress=progress.record(), now=now)
+    update_progress(layout, run_id, model="quest_ranker", now=now,
+                    links=plain_links(ray_links(cluster.state.dashboard_url, "xray-job-1", run_id, NAME)))
+    page.goto(server.url + "/")
+    page.click('nav a[href="/runs"]')
+    page.wait_for_url(re.compile(r"/runs$"))
+    r = page.locator(f'tr[data-run="{run_id}"]')
+    expect(r.locator("td.percent")).to_have_text("75.0%")
+    expect(r).to_contain_text("trained_model")
+    expect(r).to_contain_text("2026-03-11, epoch 2/4")
+    assert r.locator("td.eta").inner_text() not in ("", "?")
+    assert r.locator("a.dashboard").get_attribute("href") == cluster.state.dashboard_url
+    job_href = r.locator("a.joblogs").get_attribute("href")
+    assert job_href == f"{cluster.state.dashboard_url}/#/jobs/xray-job-1"
+    response = page.goto(job_href)
+    assert response is not None and response.ok, response and response.status
+    screenshot(page, "xray-runs.png")
 
 
 def test_markup_in_an_owner_renders_inert(page, server, cluster, home) -> None:
