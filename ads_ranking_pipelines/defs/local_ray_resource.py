@@ -53,8 +53,10 @@ class LocalRayResource(RayClusterResource):
     def borrowed(self) -> str | None:
         return self.existing_cluster or self.ray_address
 
-    def cluster_outlives_run(self) -> bool:
-        return super().cluster_outlives_run() or bool(self.keep_warm_s)
+    def awaits_driver_exit(self) -> bool:
+        """Not on the run's own cluster: stopping it right after kills the driver with it
+        (seconds of the driver's shutdown saved); on a borrowed or warm cluster, yes."""
+        return self.borrowed() is not None or bool(self.keep_warm_s)
 
     def target(self) -> Any:
         from ads_ranking_pipelines.backends.local_borrowed import find_target

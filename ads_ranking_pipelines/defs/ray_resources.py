@@ -113,11 +113,12 @@ class RayClusterResource(dg.ConfigurableResource, abc.ABC):
         """The existing cluster the run borrows (its name or address), None: the run makes its own."""
         return self.existing_cluster
 
-    def cluster_outlives_run(self) -> bool:
-        """The run's cluster keeps running after the run (borrowed, or kept warm): the run's
-        driver job must then end before the run does; on a cluster the run tears down it ends
-        with the cluster."""
-        return self.borrowed() is not None
+    def awaits_driver_exit(self) -> bool:
+        """Whether the run waits for its driver job to end before closing its session. Yes by
+        default: a job on a borrowed cluster must not outlive the run, and on KubeRay the run's
+        RayJob completes (its status, its Kueue workload) before the session deletes it. Only
+        a backend whose session teardown ends the job with the cluster at once may say no."""
+        return True
 
     @abc.abstractmethod
     def target_problems(self, request: ClusterRequest) -> list[RequestError]:
@@ -184,7 +185,7 @@ class RayClusterResource(dg.ConfigurableResource, abc.ABC):
             from ads_ranking_pipelines.defs.run_driver import RunDriver
 
             self._driver = RunDriver(self._session, run_id, self._storage_root, self.python(), self.lease_env(),
-                                     wait_for_exit=self.cluster_outlives_run())
+                                     wait_for_exit=self.awaits_driver_exit())
             self._stack.callback(self._driver.close)
         return self._driver
 

@@ -1,6 +1,7 @@
-"""Closing the run's driver: on a cluster that outlives the run (borrowed, kept warm) the run
-waits until its driver job has ended; on the run's own cluster it tells the driver to exit and
-does not wait, since the cluster's teardown right after ends it (P4: seconds of every run)."""
+"""Closing the run's driver: the run waits until its driver job has ended (on a borrowed or warm
+cluster the job must not outlive the run; on KubeRay the RayJob completes before it is deleted),
+except a local run on its own cluster: it tells the driver to exit and does not wait, since the
+cluster's teardown right after ends it (P4: seconds of every run)."""
 
 from __future__ import annotations
 
@@ -66,11 +67,11 @@ def test_on_a_cluster_that_outlives_the_run_the_run_waits_for_its_driver_to_end(
     assert session.reads == 7 and session.finished == [JOB]     # read until it ended
 
 
-def test_which_clusters_outlive_the_run(tmp_path):
-    local = LocalRayResource(state_dir=str(tmp_path))
-    assert not local.cluster_outlives_run()
-    assert LocalRayResource(state_dir=str(tmp_path), keep_warm_s=60).cluster_outlives_run()
-    assert LocalRayResource(state_dir=str(tmp_path), existing_cluster="shared").cluster_outlives_run()
-    assert LocalRayResource(state_dir=str(tmp_path), ray_address="http://127.0.0.1:8265").cluster_outlives_run()
-    assert not KubeRayResource(storage_home="gs://b/ads").cluster_outlives_run()
-    assert KubeRayResource(storage_home="gs://b/ads", existing_cluster="shared").cluster_outlives_run()
+def test_only_a_local_run_on_its_own_cluster_does_not_wait_for_its_driver(tmp_path):
+    assert not LocalRayResource(state_dir=str(tmp_path)).awaits_driver_exit()
+    assert LocalRayResource(state_dir=str(tmp_path), keep_warm_s=60).awaits_driver_exit()
+    assert LocalRayResource(state_dir=str(tmp_path), existing_cluster="shared").awaits_driver_exit()
+    assert LocalRayResource(state_dir=str(tmp_path), ray_address="http://127.0.0.1:8265").awaits_driver_exit()
+    # KubeRay: the run's RayJob completes before the session deletes it (its status, Kueue's workload)
+    assert KubeRayResource(storage_home="gs://b/ads").awaits_driver_exit()
+    assert KubeRayResource(storage_home="gs://b/ads", existing_cluster="shared").awaits_driver_exit()
