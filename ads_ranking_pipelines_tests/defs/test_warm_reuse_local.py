@@ -46,8 +46,10 @@ def _two_runs_catalog(tmp_path: Path) -> Path:
     return path
 
 
-# the second run trains longer, so it is still on the cluster when the first one ends (with one
-# driver per run a tiny run is short enough that two equal ones could end together)
+# The cluster holds one run's Ray Train worker group at a time. The second run starts once the
+# first one trains (so its group waits for the first one's), and trains longer: it is still on
+# the cluster when the first one ends. (Started earlier, either group could be placed first.)
+FIRST = ["--epochs", "20", "--param", "early_stopping_patience=0"]
 LONGER = ["--epochs", "60", "--param", "early_stopping_patience=0"]
 
 
@@ -71,6 +73,14 @@ def _warm_cluster(state_dir: Path, proc: subprocess.Popen, out: Path) -> LocalRa
     raise AssertionError("no warm cluster came up:\n" + out.read_text()[-4000:])
 
 
+def _wait_training(proc: subprocess.Popen, out: Path) -> None:
+    """Until the run reports its first epoch (its worker group holds the cluster's workers)."""
+    deadline = time.monotonic() + 240
+    while "[progress] trained_model: day 1/1" not in out.read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, "no epoch reported:\n" + out.read_text()[-4000:]
+        time.sleep(0.3)
+
+
 def _summary(proc: subprocess.Popen, out: Path) -> dict:
     proc.wait(timeout=420)
     text = out.read_text()
@@ -90,10 +100,11 @@ def test_two_runs_share_one_warm_cluster_and_the_gc_reaps_it_idle(ads_home, tmp_
     env = {**os.environ, "ADS_RANKING_POOL_CATALOG": str(_two_runs_catalog(tmp_path))}
     state_dir = ads_home / "clusters"
     out_a, out_b = tmp_path / "run-a.txt", tmp_path / "run-b.txt"
-    run_a = _start(DAY_A, "warm_a", out_a, env)
+    run_a = _start(DAY_A, "warm_a", out_a, env, tuple(FIRST))
     run_b = None
     try:
         cluster = _warm_cluster(state_dir, run_a, out_a)
+        _wait_training(run_a, out_a)
         run_b = _start(DAY_B, "warm_b", out_b, env, tuple(LONGER))
         # B holds a lease on A's cluster while A still runs: they share it at the same time
         deadline = time.monotonic() + 120
