@@ -42,7 +42,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from ads_ranking_pipelines.config.validation import MANAGED_LABEL_PREFIX
-from ads_ranking_pipelines.kuberay.labels import LABEL_MANAGED_BY, LABEL_OWNER, MANAGED_BY, RAY_CLUSTER_LABEL
+from ads_ranking_pipelines.kuberay.labels import (
+    CLUSTER_NAME_LABEL,
+    LABEL_MANAGED_BY,
+    LABEL_OWNER,
+    MANAGED_BY,
+    RAY_CLUSTER_LABEL,
+)
 from ads_ranking_pipelines.kuberay.pod import HEAD_CONTAINER_NAME
 
 NOTEBOOK_PORT = 8888
@@ -54,7 +60,6 @@ LABEL_NOTEBOOK = MANAGED_LABEL_PREFIX + "notebook"
 NOTEBOOK_ENABLED = "enabled"
 LABEL_COMPONENT = "app.kubernetes.io/component"
 COMPONENT = "notebook"
-LABEL_CLUSTER = MANAGED_LABEL_PREFIX + "cluster"
 # On the Service: who started the notebook and when (annotations: any text).
 ANNOTATION_OWNER = MANAGED_LABEL_PREFIX + "notebook-owner"
 ANNOTATION_STARTED_AT = MANAGED_LABEL_PREFIX + "notebook-started-at"
@@ -156,7 +161,7 @@ def _metadata(raycluster: Mapping[str, Any], name: str) -> dict[str, Any]:
     labels = {k: v for k, v in cluster_labels.items() if k.startswith(MANAGED_LABEL_PREFIX)
               or k == LABEL_MANAGED_BY}
     labels.update({LABEL_MANAGED_BY: MANAGED_BY, LABEL_COMPONENT: COMPONENT,
-                   LABEL_CLUSTER: meta["name"]})
+                   CLUSTER_NAME_LABEL: meta["name"]})
     labels.pop(LABEL_NOTEBOOK, None)
     labels.setdefault(LABEL_OWNER, "unknown")
     out: dict[str, Any] = {"name": name, "namespace": meta["namespace"], "labels": labels}

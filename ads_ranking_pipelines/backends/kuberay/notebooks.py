@@ -105,7 +105,7 @@ class KubeRayNotebooks:
         found = {}
         for svc in services:
             meta = svc.get("metadata") or {}
-            cluster = (meta.get("labels") or {}).get(nb.LABEL_CLUSTER)
+            cluster = (meta.get("labels") or {}).get(nb.CLUSTER_NAME_LABEL)
             if not cluster or meta.get("name") != nb.service_name(cluster):
                 continue
             notes = meta.get("annotations") or {}
