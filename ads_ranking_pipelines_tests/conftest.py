@@ -10,7 +10,21 @@ import tempfile
 
 import pytest
 
+from ads_ranking_pipelines.events.importers import SHARED_DATASETS_ENV, shared_datasets_dir
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.fixtures import fake_apiserver  # noqa: F401 - for every test
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``needs_datasets`` read the public CTR samples (../shared/datasets, see its
+    README). ``make test`` stops before pytest where they are absent (scripts/test_prereqs.sh);
+    a direct pytest run skips those tests, each saying where the samples go."""
+    if shared_datasets_dir() is not None:
+        return
+    skip = pytest.mark.skip(reason=f"public CTR samples not found: set {SHARED_DATASETS_ENV} or put the "
+                                   "shared datasets folder at ../shared/datasets (see its README.md)")
+    for item in items:
+        if item.get_closest_marker("needs_datasets"):
+            item.add_marker(skip)
 
 
 @pytest.fixture

@@ -96,11 +96,10 @@ def _run(environ, params, source):
 
 @pytest.mark.ray
 @pytest.mark.integration
+@pytest.mark.needs_datasets
 def test_criteo_tsv_source_is_imported_on_first_use_and_trains(ads_home, environ, tmp_path):
     """The public Criteo sample named as a criteo_tsv source: imported, trained, evaluated."""
     datasets = shared_datasets_dir()
-    if datasets is None:
-        pytest.skip("../shared/datasets not available (public CTR samples; see its README)")
     source = SourceConfig(kind="criteo_tsv", uri=str(datasets / "criteo-sample" / "train_head_10k.txt"),
                           start_date=DAY - dt.timedelta(days=3), rows_per_day=2500)
     params = SMALL.model_copy(update={"dataset_window_days": 3, "num_workers": 2, "epochs": 3})

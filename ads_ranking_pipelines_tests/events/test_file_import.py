@@ -13,15 +13,13 @@ from ads_ranking_pipelines.config.source import SourceConfig
 from ads_ranking_pipelines.events.file_import import (
     IMPORT_RECORD, ImportFormatError, import_record, import_source,
 )
-from ads_ranking_pipelines.events.importers import SHARED_DATASETS_ENV, shared_datasets_dir
+from ads_ranking_pipelines.events.importers import shared_datasets_dir
 from ads_ranking_pipelines.events.layout import available_days, read_days, read_marker
 from ads_ranking_pipelines.events.window_checks import check_labels, validate_schema
 
 DAY = dt.date(2026, 11, 1)
 DATASETS = shared_datasets_dir()
-needs_datasets = pytest.mark.skipif(
-    DATASETS is None, reason=f"public CTR samples not found: set {SHARED_DATASETS_ENV} or provide "
-    "../shared/datasets next to the repository (see its README.md)")
+needs_datasets = pytest.mark.needs_datasets
 
 
 def criteo_line(label, i=0, dense=None, cats=None):
@@ -167,7 +165,7 @@ def test_streaming_import_keeps_memory_flat(tmp_path):
     assert peaks[48_000] < 16 * (1 << 16) + (4 << 20), peaks
 
 
-@pytest.mark.skipif(DATASETS is None, reason="public CTR samples not found (../shared/datasets)")
+@needs_datasets
 def test_the_shared_samples_import(tmp_path):
     crit = source(tmp_path, DATASETS / "criteo-sample" / "train_head_10k.txt", rows_per_day=2000)
     r = import_source(crit, log=lambda m: None)

@@ -13,11 +13,7 @@ from ads_ranking_pipelines.events.window_checks import check_labels, validate_sc
 from .helpers import DAY
 
 DATASETS = shared_datasets_dir()
-needs_datasets = pytest.mark.skipif(
-    DATASETS is None,
-    reason=f"public CTR samples not found: set {SHARED_DATASETS_ENV} or provide ../shared/datasets "
-           "next to the repository (see its README.md)",
-)
+needs_datasets = pytest.mark.needs_datasets
 
 
 @needs_datasets

@@ -5,7 +5,7 @@ import pyarrow as pa
 import pytest
 
 from ads_ranking_pipelines.config.source import SourceConfig, SyntheticSpec
-from ads_ranking_pipelines.events.importers import import_criteo, shared_datasets_dir
+from ads_ranking_pipelines.events.importers import import_criteo
 from ads_ranking_pipelines.events.layout import available_days, read_days
 from ads_ranking_pipelines.events.synthetic import generate_table, oracle_metrics
 from ads_ranking_pipelines.training.baseline import train_and_evaluate_baseline
@@ -55,8 +55,7 @@ def test_baseline_rejects_one_class_training_labels():
         train_and_evaluate_baseline(zeros, t, source, hash_buckets=1_000, seed=0)
 
 
-@pytest.mark.skipif(shared_datasets_dir() is None,
-                    reason="public CTR samples not found (../shared/datasets or ADS_RANKING_SHARED_DATASETS)")
+@pytest.mark.needs_datasets
 def test_baseline_on_criteo(tmp_path):
     src = import_criteo(str(tmp_path), DAY, 4, rows_per_day=2_500)
     days = available_days(src.uri)
