@@ -33,15 +33,21 @@ run: instance
 test-prereqs:
 	bash scripts/test_prereqs.sh
 
+# The suite runs in TEST_WORKERS pytest-xdist processes (worksteal: an idle process takes queued
+# tests from a busy one, so the long end-to-end tests do not line up behind each other). Every
+# test has its own homes, ports and Ray temp dirs. TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 2
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist worksteal)
+
 test: venv test-prereqs
 	mkdir -p $(DAGSTER_HOME)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # The inner loop (under 3 minutes here): every test but those marked ray, integration or slow
 # (real Ray clusters, Dagster runs, CLI processes, torch ranks, browsers). `make test` runs them all.
 test-fast: venv
 	mkdir -p $(DAGSTER_HOME)
-	$(PY) -m pytest -m "not ray and not integration and not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) -m "not ray and not integration and not slow" $(PYTEST_ARGS)
 
 ui: instance
 	$(VENV)/bin/dagster dev -h 127.0.0.1 -p 3000 -w workspace.yaml

@@ -209,7 +209,9 @@ def _start(cmd: list[str], env: dict, out: Path) -> subprocess.Popen:
 def test_two_cli_runs_and_a_queued_run_on_a_limit_1_pool_never_overlap(queue, tmp_path):
     """Two real ``pipeline run`` back to back on pool ``local`` (limit 1), and a run queued while
     the first holds the slot: one at a time, whatever order the second and the queued one get
-    (when the first ends both go for the slot at once: the queued one wins, see pool_slot.py)."""
+    (when the first ends both go for the slot at once: the queued one wins, see pool_slot.py).
+    The second reads a source with no day: it takes the slot like any run and fails its first
+    step in seconds, without a cluster of its own (the first run is the one that trains)."""
     env, workspace = queue
     env = cli_env(tmp_path, DAGSTER_HOME=env["DAGSTER_HOME"])
     cmd = [sys.executable, "-m", "ads_ranking_pipelines.cli.main", "pipeline", "run", "--date", DAY,
@@ -223,7 +225,7 @@ def test_two_cli_runs_and_a_queued_run_on_a_limit_1_pool_never_overlap(queue, tm
                 assert procs[0].poll() is None and time.monotonic() < deadline, (tmp_path / "first.err").read_text()
                 time.sleep(0.5)
             (first,) = instance.get_runs()
-            procs.append(_start(cmd, env, tmp_path / "second"))
+            procs.append(_start([*cmd, "--source", str(_empty_parquet_source(tmp_path))], env, tmp_path / "second"))
             queued = _launch(env, workspace, "local", 1)
             time.sleep(5)           # the daemon dequeues every second: it must not start it
             assert instance.get_run_by_id(first.run_id).status == dg.DagsterRunStatus.STARTED

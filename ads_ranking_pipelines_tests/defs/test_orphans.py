@@ -68,6 +68,7 @@ def test_dead_runs_finds_only_runs_whose_controller_died_and_mark_orphaned_fails
     registry = ModelRegistry(StorageLayout(str(tmp_path)), MODEL)
     unjudged, judged = _version(registry, dead, "0100"), _version(registry, dead, "0200")
     registry.record_evaluation(judged, DAY, {"auc": 0.7})
+    registry.promote(judged, reason="its gates passed before the run died (killed while scoring)")
     other = _version(registry, alive, "0300")
 
     found = dict(dead_runs(instance))
@@ -82,6 +83,7 @@ def test_dead_runs_finds_only_runs_whose_controller_died_and_mark_orphaned_fails
     assert found[dead] in failure.message and unjudged in failure.message
     assert registry.unattended(unjudged)["run_id"] == dead
     assert registry.unattended(judged) is None and registry.unattended(other) is None
+    assert registry.champion_version() == judged          # a judged, promoted version keeps its place
     assert registry.versions_for_day(DAY) == [judged, other]
     with pytest.raises(RegistryError, match="died before evaluating it"):
         registry.promote(unjudged, reason="test")

@@ -89,23 +89,22 @@ def _window(instance: dg.DagsterInstance, run_id: str) -> tuple[float, float]:
 
 @pytest.mark.slow
 def test_second_run_on_a_full_pool_waits_other_pools_start_and_cancel_frees_the_slot(queue):
+    """The first run on pool 'local' (limit 1) holds it until cancelled: the second waits
+    QUEUED meanwhile, a run on another pool starts and ends, and the cancel frees the slot."""
     env, workspace = queue
-    first = _launch(env, workspace, "local", 40)      # long enough to launch the others meanwhile
+    first = _launch(env, workspace, "local", 600)     # held until it is cancelled below
     second = _launch(env, workspace, "local", 1)
     other = _launch(env, workspace, "cpu-standard", 1)
     with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
-        _wait(instance, [first, second, other], lambda rs: all(r.is_finished for r in rs))
-        assert all(instance.get_run_by_id(r).status == dg.DagsterRunStatus.SUCCESS for r in (first, second, other))
+        _wait(instance, [first, other], lambda rs: rs[0].status == dg.DagsterRunStatus.STARTED and rs[1].is_finished)
+        assert instance.get_run_by_id(other).status == dg.DagsterRunStatus.SUCCESS, "another pool's run failed"
+        time.sleep(2)               # two more dequeues: the second must still wait for pool 'local'
+        assert instance.get_run_by_id(second).status == dg.DagsterRunStatus.QUEUED
+        assert instance.get_run_by_id(first).status == dg.DagsterRunStatus.STARTED
+        assert instance.run_launcher.terminate(first)
+        _wait(instance, [first, second], lambda rs: all(r.is_finished for r in rs), timeout_s=120)
+        assert instance.get_run_by_id(first).status == dg.DagsterRunStatus.CANCELED
+        assert instance.get_run_by_id(second).status == dg.DagsterRunStatus.SUCCESS
         w1, w2, w3 = (_window(instance, r) for r in (first, second, other))
         assert w2[0] >= w1[1], "the second run on pool 'local' (limit 1) started while the first was running"
-        assert w3[0] < w1[1], "a run on another pool waited for pool 'local'"
-
-        # a cancelled run frees its slot: the next run on the pool starts
-        held = _launch(env, workspace, "local", 600)
-        waiting = _launch(env, workspace, "local", 1)
-        _wait(instance, [held], lambda rs: rs[0].status == dg.DagsterRunStatus.STARTED)
-        assert instance.get_run_by_id(waiting).status == dg.DagsterRunStatus.QUEUED
-        assert instance.run_launcher.terminate(held)
-        _wait(instance, [held, waiting], lambda rs: all(r.is_finished for r in rs), timeout_s=120)
-        assert instance.get_run_by_id(held).status == dg.DagsterRunStatus.CANCELED
-        assert instance.get_run_by_id(waiting).status == dg.DagsterRunStatus.SUCCESS
+        assert w3[1] < w1[1], "a run on another pool waited for pool 'local'"
