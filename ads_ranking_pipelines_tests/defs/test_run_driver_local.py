@@ -1,8 +1,8 @@
 """ONE Ray job driver per run (issue 24), on the local backend with real Ray: a daily run of
 the three Ray assets submits exactly one Ray job (counted through the cluster's own job API,
-on an existing local cluster, where the run's jobs stay listed), and each step's logs and live
-metrics still land on that step; a failing evaluation fails that step with its error while
-training's materialization stands."""
+on an existing local cluster, where the run's jobs stay listed), leaves that borrowed cluster as
+it was, and each step's logs and live metrics still land on that step; a failing evaluation
+fails that step with its error while training's materialization stands."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import sys
 
 import dagster as dg
 import pytest
+import requests
 
 from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
 from ads_ranking_pipelines.backends.ray_job_api import RayJobApi
@@ -62,6 +63,13 @@ def _run(ads_home, assets: list, job_name: str = "three_ray_steps"):
     return result, logs
 
 
+def _nodes(cluster: LocalRayCluster) -> list[tuple[str, str]]:
+    r = requests.get(f"{cluster.state.dashboard_url}/api/v0/nodes", params={"detail": "true"},
+                     headers=cluster.auth_headers(), timeout=10)
+    r.raise_for_status()
+    return sorted((n["node_id"], n["state"]) for n in r.json()["data"]["result"]["result"])
+
+
 def _jobs(cluster: LocalRayCluster) -> list[dict]:
     return RayJobApi(cluster.state.dashboard_url, headers=cluster.auth_headers()).list_jobs()
 
@@ -69,8 +77,12 @@ def _jobs(cluster: LocalRayCluster) -> list[dict]:
 @pytest.mark.ray
 @pytest.mark.integration
 def test_a_daily_run_submits_one_ray_job_and_each_step_keeps_its_logs_and_metrics(shared_cluster, ads_home):
+    nodes = _nodes(shared_cluster)
     result, logs = _run(ads_home, [impressions, trained_model, model_evaluation, batch_scores])
     assert result.success, [e.message for e in result.all_events if e.is_failure]
+    # the borrowed cluster is left as it was: still running, the same nodes, no other cluster made
+    assert shared_cluster.alive() and _nodes(shared_cluster) == nodes
+    assert [c.name for c in LocalRayCluster.list(ads_home / "clusters")] == ["shared"]
     jobs = _jobs(shared_cluster)
     assert len(jobs) == 1, jobs                                # one submission for the three Ray steps
     assert jobs[0]["job_id"].startswith(f"run-{result.run_id[:8]}-") and jobs[0]["status"] == "SUCCEEDED"

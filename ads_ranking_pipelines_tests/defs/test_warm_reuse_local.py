@@ -31,7 +31,7 @@ TINY = ["--window-days", "2", "--workers", "1", "--batch-size", "256", "--rows-p
         "--param", "hash_buckets=1000", "--param", "embedding_dim=8", "--param", "dense_arch=[16, 8]",
         "--param", "over_arch=[16]"]
 LOOSE = gate_args({**TINY_MODEL_GATES, "min_calibration": 0.01, "max_calibration": 100.0})
-TTL_S = 30.0
+TTL_S = 20.0
 CATALOG = REPO_ROOT / "ads_ranking_pipelines" / "config" / "pools.yaml"
 
 
