@@ -14,10 +14,25 @@ from ads_ranking_pipelines.events.importers import SHARED_DATASETS_ENV, shared_d
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.fixtures import fake_apiserver  # noqa: F401 - for every test
 
 
+def _weight(item) -> int:
+    """0: a whole pipeline run, 1: other real processes, 2: the rest (``make test-fast``'s)."""
+    if item.get_closest_marker("integration"):
+        return 0
+    return 1 if item.get_closest_marker("ray") or item.get_closest_marker("slow") else 2
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``needs_datasets`` read the public CTR samples (../shared/datasets, see its
+    """Modules with a whole pipeline run first, then those with other real processes: the long
+    tests start early and the short ones fill the gaps, so under pytest-xdist (``make test``)
+    no worker is left with a long test at the end. A module's tests stay together, in order.
+
+    Tests marked ``needs_datasets`` read the public CTR samples (../shared/datasets, see its
     README). ``make test`` stops before pytest where they are absent (scripts/test_prereqs.sh);
     a direct pytest run skips those tests, each saying where the samples go."""
+    rank: dict[str, int] = {}
+    for item in items:
+        rank[item.module.__name__] = min(rank.get(item.module.__name__, 2), _weight(item))
+    items.sort(key=lambda item: rank[item.module.__name__])       # stable: the order within a rank
     if shared_datasets_dir() is not None:
         return
     skip = pytest.mark.skip(reason=f"public CTR samples not found: set {SHARED_DATASETS_ENV} or put the "

@@ -31,13 +31,13 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ads_ranking_pipelines.backends.kuberay.errors import Conflict, KubeError, NotFound, status_fields
+from ads_ranking_pipelines.backends.kuberay.errors import Conflict, KubeError, NotFound
 from ads_ranking_pipelines.backends.kuberay.permissions import (
     CORE_GROUP,
     ApiPermission,
     require,
 )
-from ads_ranking_pipelines.backends.kuberay.retry import RetryPolicy, retryable_status, parse_retry_after
+from ads_ranking_pipelines.backends.kuberay.retry import RetryPolicy, call_with_retries, parse_retry_after
 
 log = logging.getLogger(__name__)
 
@@ -136,41 +136,10 @@ class KubeRayClient:
     def close(self) -> None:
         self.api_client.close()
 
-    # ---- the retry loop ------------------------------------------------------------------
     def _call(self, action: str, fn: Callable[[], Any], permission: ApiPermission) -> Any:
-        """Run ``fn`` with retries. ``permission`` is the call's entry in
-        :data:`~.permissions.PERMISSIONS` (the RBAC the call needs)."""
-        import urllib3
-        from kubernetes.client.exceptions import ApiException
-
-        attempt = 0
-        while True:
-            attempt += 1
-            retry_after: float | None = None
-            try:
-                return fn()
-            except ApiException as exc:
-                status = int(exc.status or 0)
-                reason, message = status_fields(exc.body)
-                if not reason:
-                    reason = str(exc.reason or "")
-                if status == 404:
-                    raise NotFound(action, status, reason, message, attempt) from None
-                retryable = status == 0 or retryable_status(status)
-                if not retryable or attempt >= self.retry.max_attempts:
-                    cls = Conflict if status == 409 else KubeError
-                    raise cls(action, status, reason, message, attempt) from None
-                headers = exc.headers or {}
-                retry_after = parse_retry_after(headers.get("Retry-After")) if status in (429, 503) \
-                    else None
-                log.warning("%s: HTTP %s %s; retrying (attempt %d of %d)", action, status, reason,
-                            attempt, self.retry.max_attempts)
-            except urllib3.exceptions.HTTPError as exc:
-                if attempt >= self.retry.max_attempts:
-                    raise KubeError(action, 0, type(exc).__name__, str(exc), attempt) from None
-                log.warning("%s: %s; retrying (attempt %d of %d)", action, type(exc).__name__,
-                            attempt, self.retry.max_attempts)
-            self._sleep(self.retry.delay(attempt, retry_after))
+        """Run ``fn`` under the retry policy (``retry.call_with_retries``). ``permission`` is
+        the call's entry in :data:`~.permissions.PERMISSIONS` (the RBAC the call needs)."""
+        return call_with_retries(action, fn, self.retry, self._sleep)
 
     # ---- custom objects --------------------------------------------------------------------
     def create(self, plural: str, namespace: str, body: Mapping[str, Any], *,

@@ -1,11 +1,19 @@
-"""When the KubeRay client tries an API call again: bounded backoff, ``Retry-After`` honoured."""
+"""When the KubeRay client tries an API call again: bounded backoff, ``Retry-After`` honoured,
+and the loop that does it, turning the API server's answers into our typed errors."""
 
 from __future__ import annotations
 
 import email.utils
+import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+from ads_ranking_pipelines.backends.kuberay.errors import Conflict, KubeError, NotFound, status_fields
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -52,3 +60,38 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
 
 def retryable_status(status: int) -> bool:
     return status == 429 or 500 <= status <= 599
+
+
+def call_with_retries(action: str, fn: Callable[[], Any], policy: RetryPolicy,
+                      sleep: Callable[[float], None] = time.sleep) -> Any:
+    """Run ``fn`` (one call of the ``kubernetes`` client); 429, 5xx and failed connections are
+    tried again under ``policy``. A 404 raises :class:`NotFound`, a 409 :class:`Conflict`, any
+    other failure :class:`KubeError`, each with the server's reason and message verbatim."""
+    import urllib3
+    from kubernetes.client.exceptions import ApiException
+
+    attempt = 0
+    while True:
+        attempt += 1
+        retry_after: float | None = None
+        try:
+            return fn()
+        except ApiException as exc:
+            status = int(exc.status or 0)
+            reason, message = status_fields(exc.body)
+            reason = reason or str(exc.reason or "")
+            if status == 404:
+                raise NotFound(action, status, reason, message, attempt) from None
+            if not (status == 0 or retryable_status(status)) or attempt >= policy.max_attempts:
+                cls = Conflict if status == 409 else KubeError
+                raise cls(action, status, reason, message, attempt) from None
+            if status in (429, 503):
+                retry_after = parse_retry_after((exc.headers or {}).get("Retry-After"))
+            log.warning("%s: HTTP %s %s; retrying (attempt %d of %d)", action, status, reason,
+                        attempt, policy.max_attempts)
+        except urllib3.exceptions.HTTPError as exc:
+            if attempt >= policy.max_attempts:
+                raise KubeError(action, 0, type(exc).__name__, str(exc), attempt) from None
+            log.warning("%s: %s; retrying (attempt %d of %d)", action, type(exc).__name__,
+                        attempt, policy.max_attempts)
+        sleep(policy.delay(attempt, retry_after))
