@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import resource
-import socket
 import subprocess
 import sys
 import tempfile
@@ -52,12 +52,12 @@ def model_shape(model: Any) -> dict[str, int]:
             "dense_params": sum(q.numel() for q in model.parameters() if id(q) not in sparse)}
 
 
-def _rank(rank: int, world: int, port: int, tensors: dict[str, Any], repeats: int, out: str) -> None:
+def _rank(rank: int, world: int, rendezvous: str, tensors: dict[str, Any], repeats: int, out: str) -> None:
     import torch
     import torch.distributed as dist
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    dist.init_process_group("gloo", init_method=rendezvous, rank=rank, world_size=world)
     ms: dict[str, float] = {}
     for name, (kind, dtype, n) in tensors.items():
         n = max(world, n - n % world)
@@ -81,12 +81,6 @@ def _rank(rank: int, world: int, port: int, tensors: dict[str, Any], repeats: in
     dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def collective_floor(batch_per_rank: int, tables: int, pooled_width: int, dense_params: int, world: int = 2,
                      repeats: int = 200) -> dict[str, Any]:
     """Milliseconds per collective of one step, and their sum per training sample (us)."""
@@ -95,7 +89,7 @@ def collective_floor(batch_per_rank: int, tables: int, pooled_width: int, dense_
     tensors = step_tensors(batch_per_rank, tables, pooled_width, dense_params, world)
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "floor.json")
-        mp.spawn(_rank, args=(world, _free_port(), tensors, repeats, out), nprocs=world)
+        mp.spawn(_rank, args=(world, pathlib.Path(d, "store").as_uri(), tensors, repeats, out), nprocs=world)
         with open(out) as f:
             ms = json.load(f)
     step_ms = sum(ms.values())
