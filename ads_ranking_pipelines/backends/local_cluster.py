@@ -15,8 +15,8 @@ file, and a worker node that dies can be replaced the way KubeRay replaces a pod
 Token auth is on: the cluster gets its own random token in a 0600 file inside its temp dir and
 its own HOME, so nothing is written to the user's ``~/.ray``.
 
-This module is the cluster's lifecycle: its state file, start (again from scratch when a node
-exits during it), healing, teardown and discovery. Its nodes are started, and waited for, by
+This module is the cluster's lifecycle: its state file (the record is ``local_cluster_state.py``),
+start (again from scratch when a node exits during it), healing, teardown and discovery. Its nodes are started, and waited for, by
 ``local_nodes.py``.
 """
 
@@ -34,13 +34,14 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import requests
 
 from ads_ranking_pipelines.backends import watchdog_spawn
 from ads_ranking_pipelines.backends.base import BackendError
+from ads_ranking_pipelines.backends.local_cluster_state import ClusterState
 from ads_ranking_pipelines.backends.local_nodes import (
     HOST,
     NODE_IP,
@@ -59,40 +60,12 @@ from ads_ranking_pipelines.config.cluster import ClusterRequest
 
 log = logging.getLogger(__name__)
 
-# The node start-up's names among them, importable from here as before they moved to local_nodes.py.
+# The node start-up's names (local_nodes.py) and the state record (local_cluster_state.py) among
+# them, importable from here as before they moved.
 __all__ = [
     "HOST", "NODE_IP", "OBJECT_STORE_FRACTION", "OBJECT_STORE_MIN_BYTES", "START_WAVE", "ClusterState",
     "LocalRayCluster", "NodeExited", "object_store_bytes",
 ]
-
-
-@dataclass
-class ClusterState:
-    name: str
-    owner: str
-    request: dict
-    temp_dir: str
-    gcs_address: str
-    dashboard_url: str
-    head_pid: int
-    worker_pids: list[int] = field(default_factory=list)
-    created_at: str = ""
-    controller_pid: int = 0
-    # The process that started the cluster and, for a run's session cluster, the Dagster run:
-    # the garbage collector (backends/gc.py) stops a session cluster whose controller died or
-    # whose run has finished. A cluster from `cluster create` (session False) is long-lived.
-    controller_start: str = ""
-    run_id: str = ""
-    session: bool = False
-    single_node: bool = False       # one node with every worker's CPUs (no worker nodes)
-    # A session cluster's watchdog (local_watchdog.py) and what it runs when the controller dies.
-    watchdog_pid: int = 0
-    on_orphan: list[str] = field(default_factory=list)
-    # A warm cluster (``keep_warm_s`` > 0, ``local_warm.py``) outlives the run that made it: runs
-    # with the same ``warm_match`` reuse it under a lease each; the GC stops it once no live
-    # lease holds it and it has been idle for ``keep_warm_s``.
-    keep_warm_s: float = 0.0
-    warm_match: dict = field(default_factory=dict)
 
 
 class LocalRayCluster:

@@ -17,7 +17,8 @@ import pytest
 
 from ads_ranking_pipelines.backends import local_watchdog
 from ads_ranking_pipelines.backends.gc import collect_local
-from ads_ranking_pipelines.backends.local_cluster import ClusterState, LocalRayCluster
+from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
+from ads_ranking_pipelines.backends.local_cluster_state import ClusterState
 from ads_ranking_pipelines.backends.local_warm_lease import LeaseHolder, read_leases
 from ads_ranking_pipelines.backends.processes import pid_alive, process_start
 
