@@ -114,7 +114,7 @@ def _timed(day: dt.date, params, source, environ: dict[str, str], last: dt.date 
 
     from ads_ranking_pipelines.cli.pipeline import run_pipeline
 
-    from benchmarks.p4_pipeline_overhead import analyze
+    from benchmarks._run_events import analyze
 
     t_call = time.time()
     t0 = time.perf_counter()

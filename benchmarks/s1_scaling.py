@@ -111,7 +111,7 @@ def _ours_steps(run_id: str) -> dict[str, Any]:
     training epochs' samples/s, so the slope gap can be split by step."""
     import dagster as dg
 
-    from benchmarks.p4_pipeline_overhead import _events, step_span
+    from benchmarks._run_events import _events, step_span
 
     with dg.DagsterInstance.get() as instance:
         events = _events(instance, run_id)
