@@ -58,6 +58,7 @@ from ads_ranking_pipelines_tests.kuberay.fake_apiserver.operator_common import (
     scenario_for,
     suffix,
 )
+from ads_ranking_pipelines_tests.kuberay.fake_apiserver.rayjob_deletion import RayJobDeletion, scaled_seconds
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.store import _Pod, now_rfc3339
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.submitter import SubmitterJob, dashboard_address
 
@@ -71,6 +72,7 @@ class RayJobController:
     def __init__(self, host: OperatorHost) -> None:
         self.host = host
         self.submitter = SubmitterJob(host, self._job_terminal)
+        self.deletion = RayJobDeletion(host)
 
     def reconcile(self, key: tuple, now: float) -> None:
         obj = self.host.objects[key]
@@ -151,7 +153,7 @@ class RayJobController:
         self.host._touch(obj)
 
     def _seconds(self, spec_seconds: Any) -> float:
-        return float(spec_seconds or 0) * self.host.time_scale
+        return scaled_seconds(self.host, spec_seconds)
 
     def _deadline_passed(self, obj: dict, sim: dict, now: float) -> bool:
         """``checkActiveDeadlineAndUpdateStatusIfNeeded`` and
@@ -337,62 +339,8 @@ class RayJobController:
         self.host._touch(obj)
 
     def _job_finished(self, key: tuple, obj: dict, sim: dict, now: float) -> None:
-        """case Complete/Failed: the deletion mechanisms."""
-        spec = obj.get("spec") or {}
-        if spec.get("clusterSelector"):
-            return
-        ended = sim.get("ended_at", now)
-        strategy = spec.get("deletionStrategy")
-        if self.host.feature_gates.get("RayJobDeletionPolicy", True) and strategy:
-            self._handle_deletion_rules(key, obj, strategy.get("deletionRules") or [], ended, now)
-        elif spec.get("shutdownAfterJobFinishes"):
-            self._handle_shutdown_after_job_finishes(key, obj, ended, now)
-
-    def _handle_deletion_rules(self, key: tuple, obj: dict, rules: list, ended: float,
-                               now: float) -> None:
-        """``handleDeletionRules``: the most impactful overdue matching rule, one per pass."""
-        status = obj["status"]
-        order = {"DeleteNone": 0, "DeleteWorkers": 1, "DeleteCluster": 2, "DeleteSelf": 3}
-        overdue = []
-        for rule in rules:
-            cond = rule.get("condition") or {}
-            matched = (cond.get("jobStatus") == status.get("jobStatus") if "jobStatus" in cond
-                       else cond.get("jobDeploymentStatus") == status.get("jobDeploymentStatus"))
-            if matched and now - ended >= self._seconds(cond.get("ttlSeconds")) and \
-                    not self._deletion_done(key, obj, rule["policy"]):
-                overdue.append(rule["policy"])
-        if overdue:
-            self._execute_deletion_policy(key, obj, max(overdue, key=lambda p: order.get(p, 0)))
-
-    def _deletion_done(self, key: tuple, obj: dict, policy: str) -> bool:
-        """``isDeletionActionCompleted``."""
-        if policy == "DeleteSelf":
-            return bool(obj["metadata"].get("deletionTimestamp"))
-        if policy == "DeleteCluster":
-            ckey = ("rayclusters", key[1], obj["status"].get("rayClusterName", ""))
-            return ckey not in self.host.objects
-        return True
-
-    def _execute_deletion_policy(self, key: tuple, obj: dict, policy: str) -> None:
-        """``executeDeletionPolicy``."""
-        if policy == "DeleteCluster":
-            self.host._remove(("rayclusters", key[1], obj["status"].get("rayClusterName", "")))
-        elif policy == "DeleteSelf":
-            self.host._schedule_delete(key, "Background")
-
-    def _handle_shutdown_after_job_finishes(self, key: tuple, obj: dict, ended: float,
-                                            now: float) -> None:
-        """``handleShutdownAfterJobFinishes``: after the TTL, only the RayCluster is deleted
-        (``deleteClusterResources``) - the RayJob and its submitter stay - unless the operator
-        runs with ``DELETE_RAYJOB_CR_AFTER_JOB_FINISHES=true``."""
-        if now - ended < self._seconds((obj.get("spec") or {}).get("ttlSecondsAfterFinished")):
-            return
-        if self.host.delete_rayjob_cr_after_job_finishes:
-            if not obj["metadata"].get("deletionTimestamp"):
-                self.host._schedule_delete(key, "Background")
-            return
-        self.host._remove(("rayclusters", key[1], obj["status"].get("rayClusterName", "")))
-
+        """case Complete/Failed: the deletion mechanisms (:class:`.RayJobDeletion`)."""
+        self.deletion.job_finished(key, obj, sim.get("ended_at", now), now)
 
 def _deadline_failed(status: dict, reason: str, field: str, seconds: object) -> None:
     """The RayJob's status once a deadline has passed (the v1.7.0 controller's message)."""
