@@ -16,8 +16,8 @@ Token auth is on: the cluster gets its own random token in a 0600 file inside it
 its own HOME, so nothing is written to the user's ``~/.ray``.
 
 This module is the cluster's lifecycle: its state file (the record is ``local_cluster_state.py``),
-start (again from scratch when a node exits during it), healing, teardown and discovery. Its nodes are started, and waited for, by
-``local_nodes.py``.
+start (again from scratch when a node exits during it), healing, teardown and discovery. Its
+nodes are started, and waited for, by ``local_nodes.py``.
 """
 
 from __future__ import annotations

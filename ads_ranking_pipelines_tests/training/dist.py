@@ -27,6 +27,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+ERROR_GRACE_S = 5.0   # how long the other ranks may take to answer once one has failed
+
 
 def _call(rank: int, world: int, rendezvous: str, fn, args) -> None:
     dist.init_process_group("gloo", init_method=rendezvous, rank=rank, world_size=world,
@@ -86,11 +88,16 @@ class GlooGroup:
                 if dead := [p.name for p in self.procs if not p.is_alive()]:
                     raise RuntimeError(f"gloo rank process(es) {dead} exited") from None
                 if time.monotonic() > deadline:
+                    if errors:
+                        break
                     raise TimeoutError("gloo group did not finish in time") from None
                 continue
             answered += 1
             if tb is not None:
                 errors[rank] = tb
+                # the others may be stuck in a collective with the failed rank: wait a little for
+                # their own errors, then the caller stops the group (as a failed spawn did)
+                deadline = min(deadline, time.monotonic() + ERROR_GRACE_S)
         return errors
 
     def close(self, *, kill: bool = False) -> None:
@@ -117,7 +124,9 @@ atexit.register(_close_all)
 def run_on_gloo_group(fn, *args, world: int = 2, timeout_s: float = 240.0) -> None:
     """``fn(rank, world, *args)`` on every rank; raises if any rank fails or time runs out.
     ``fn`` must be importable by name (the ranks are spawned processes)."""
-    group = _groups.get(world) or _groups.setdefault(world, GlooGroup(world))
+    group = _groups.get(world)
+    if group is None:
+        group = _groups[world] = GlooGroup(world)
     try:
         group.run(fn, args, timeout_s)
     except BaseException:

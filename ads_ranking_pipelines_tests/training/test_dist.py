@@ -52,3 +52,23 @@ def test_a_failing_rank_is_reported_and_the_next_call_starts_on_fresh_processes(
     draws = {(call, r): (tmp_path / f"{call}-rank{r}.txt").read_text() for call in "abc" for r in (0, 1)}
     assert draws["b", 0] == draws["c", 0] and draws["b", 1] == draws["c", 1], draws   # kept processes
     assert draws["a", 0] != draws["b", 0], draws                                       # new processes
+
+
+def _rank_one_fails_while_rank_zero_sleeps(rank: int, world: int) -> None:
+    import time as _time
+
+    if rank == 1:
+        raise ValueError("rank one says no")
+    _time.sleep(60)             # a rank that does not notice its peer's failure
+
+
+@pytest.mark.slow
+def test_a_failed_rank_is_reported_without_waiting_for_a_peer_that_never_answers():
+    """One rank's error ends the call after a short grace, not at the call's timeout (a spawned
+    group failed at once in the same case)."""
+    import time
+
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="rank 1 failed"):
+        gloo.run_on_gloo_group(_rank_one_fails_while_rank_zero_sleeps, timeout_s=120)
+    assert time.monotonic() - t0 < 60
