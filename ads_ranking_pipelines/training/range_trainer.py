@@ -33,7 +33,8 @@ from ads_ranking_pipelines.training import trainer as single
 from ads_ranking_pipelines.training.checkpoint import read_train_state
 from ads_ranking_pipelines.training.features import FeatureSpec
 from ads_ranking_pipelines.training.progress_pump import ProgressPump
-from ads_ranking_pipelines.training.ray_train_days import DayFeed, train_days_per_worker
+from ads_ranking_pipelines.training.day_feed import DayFeed
+from ads_ranking_pipelines.training.ray_train_days import train_days_per_worker
 from ads_ranking_pipelines.training.reporting import Reporter
 from ads_ranking_pipelines.training.sliding_window import SlidingWindow
 from ads_ranking_pipelines.training.window import Window

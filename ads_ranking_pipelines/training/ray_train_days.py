@@ -2,7 +2,7 @@
 
 ``train_days_per_worker(config)`` is the ``train_loop_per_worker`` of the range's one
 ``TorchTrainer.fit()`` (``range_trainer``). Per day it takes that day's per-rank datasets from
-the driver's :class:`DayFeed`, trains the day's epochs with ``train_loop.run_worker`` (early
+the driver's :class:`~ads_ranking_pipelines.training.day_feed.DayFeed`, trains the day's epochs with ``train_loop.run_worker`` (early
 stopping, a checkpoint per epoch into the day's own run folder: ``day_checkpoints``), and rank 0
 puts a ``day_end`` record on the progress queue, on which the driver writes that day's model
 version while the workers go on with the next day. With warm start, each next day starts from
@@ -30,6 +30,7 @@ from typing import Any
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.training import day_checkpoints as ckpts
 from ads_ranking_pipelines.training import warm_start as ws
+from ads_ranking_pipelines.training.day_feed import day_entry
 from ads_ranking_pipelines.training.export import is_model_version
 from ads_ranking_pipelines.training.model import feature_spec_from_dict
 from ads_ranking_pipelines.training.ray_train_worker import (QueueProgress, _warm_start_state, shard_batches,
@@ -37,33 +38,7 @@ from ads_ranking_pipelines.training.ray_train_worker import (QueueProgress, _war
 from ads_ranking_pipelines.training.train_loop import run_worker
 from ads_ranking_pipelines.training.worker import quiet_warnings
 
-FEED_POLL_S = 0.05
 VERSION_WAIT_S = 600.0
-
-
-class DayFeed:
-    """The driver's per-day datasets for the workers (a Ray actor on the driver's node): the
-    driver puts day ``i`` ahead of time, every rank gets it, the driver drops it once written."""
-
-    def __init__(self) -> None:
-        self.days: dict[int, dict[str, Any]] = {}
-
-    def put(self, i: int, entry: dict[str, Any]) -> None:
-        self.days[i] = entry
-
-    def get(self, i: int) -> dict[str, Any] | None:
-        return self.days.get(i)
-
-    def drop(self, i: int) -> None:
-        self.days.pop(i, None)
-
-
-def _day_entry(feed: Any, i: int) -> dict[str, Any]:
-    import ray
-
-    while (entry := ray.get(feed.get.remote(i))) is None:
-        time.sleep(FEED_POLL_S)
-    return entry
 
 
 def _first_unfinished(days: list[dict[str, Any]], params: TrainingParams, put: Any) -> int:
@@ -112,7 +87,7 @@ def train_days_per_worker(config: dict[str, Any]) -> None:
     days = config["days"]
     kept = None
     for i in range(_first_unfinished(days, params, put), len(days)):
-        entry = _day_entry(config["feed"], i)
+        entry = day_entry(config["feed"], i)
         last_day = i == len(days) - 1
         summary = _train_day(config, params, ctx, device, i, entry, _warm_for(config, i, kept),
                              keep_best=bool(config.get("warm_start_days")) and not last_day, put=put)

@@ -52,3 +52,14 @@ def test_the_inference_job_driver_imports_no_torch():
     modules = _modules_after("import ads_ranking_pipelines.ray_jobs.infer\n"
                              "from ads_ranking_pipelines.training.inference import score_day, score_chunks\n")
     assert not {m for m in modules if m.split(".")[0] in ("torch", "torchrec")}
+
+
+def test_the_range_s_day_feed_actor_is_defined_where_torch_is_not_imported():
+    """The feed's handle travels in the workers' config, which Ray Train also unpickles in its
+    controller: the process that unpickles a handle imports the module of its class. Defined
+    beside the Ray Train entry point, the feed actor and the controller each imported torch and
+    TorchRec (~2.7 CPU-s apiece per training job, seen in their workers' import logs)."""
+    from ads_ranking_pipelines.training import range_trainer
+
+    modules = _modules_after(f"import {range_trainer.DayFeed.__module__}\n")
+    assert not {m for m in modules if m.split(".")[0] in ("torch", "torchrec", "fbgemm_gpu")}
