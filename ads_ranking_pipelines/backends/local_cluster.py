@@ -60,6 +60,10 @@ from ads_ranking_pipelines.config.cluster import ClusterRequest
 
 log = logging.getLogger(__name__)
 
+# The wait, after SIGTERM, for a node whose `ray start` is still starting (its raylet and agents
+# have the signal; that process itself exits only when its own start-up check gives up).
+STARTING_GRACE_S = 2.0
+
 # The node start-up's names (local_nodes.py) and the state record (local_cluster_state.py) among
 # them, importable from here as before they moved.
 __all__ = [
@@ -146,8 +150,9 @@ class LocalRayCluster:
         joined; with ``single_node`` one node holds every worker's CPUs (no worker nodes).
 
         On a loaded machine a Ray node can give up during its own start (the raylet allows its
-        dashboard agent 15 s; `ray start` allows the raylet 30 s). A start whose node process
-        exits is torn down completely and made again from scratch, up to ``attempts`` times.
+        dashboard agent 15 s; `ray start` allows the raylet 30 s). Each node is started up to
+        ``attempts`` times: a start whose head exits is torn down completely and made again from
+        scratch; a worker node that exits before it joins is started again on its own.
         """
         state_dir = Path(state_dir)
         existing = cls.find(request.name, state_dir)
@@ -159,7 +164,7 @@ class LocalRayCluster:
                                on_orphan=on_orphan)
             cluster.state.keep_warm_s, cluster.state.warm_match = keep_warm_s, dict(warm_match or {})
             try:
-                cluster._bring_up(request, start_timeout_s)
+                cluster._bring_up(request, start_timeout_s, attempts)
                 return cluster
             except NodeExited as exc:
                 # the leases stay: the run that took one for this cluster before its start holds it
@@ -194,7 +199,7 @@ class LocalRayCluster:
         cluster = cls(state, state_dir)
         return cluster
 
-    def _bring_up(self, request: ClusterRequest, timeout_s: float) -> None:
+    def _bring_up(self, request: ClusterRequest, timeout_s: float, attempts: int) -> None:
         single = self.state.single_node
         if self.state.session:
             # Before the head: from here on a dead controller leaves no cluster behind (a head
@@ -205,11 +210,10 @@ class LocalRayCluster:
         self.state.head_pid = head.pid
         self._save()
         self._nodes.wait_dashboard(timeout_s)
-        if single:
-            self.wait_for_nodes(1, timeout_s)
-            return
-        self.start_worker_nodes(request.workers, timeout_s)
-        self.wait_for_nodes(1 + request.workers, timeout_s)
+        if not single:
+            self.start_worker_nodes(request.workers, timeout_s, attempts)
+        self.wait_for_nodes(1 + len(self.state.worker_pids), timeout_s)
+        self._nodes.wait_started([self.state.head_pid, *self.state.worker_pids], timeout_s)
 
     head_cpus = staticmethod(head_cpus)      # LocalRayCluster.head_cpus(request, single_node)
 
@@ -319,7 +323,10 @@ class LocalRayCluster:
         for pid in pids:
             self._kill_group(pid, signal.SIGKILL if force and not keep_logs else signal.SIGTERM)
         for pid in pids:
-            self._reap(pid, 0 if force and not keep_logs else timeout_s)
+            # a node whose `ray start` is still in its own start-up does not exit on SIGTERM
+            # (``LocalNodes.wait_started``): its raylet and agents got the signal; no grace for it
+            grace = timeout_s if self._nodes.started(pid) else STARTING_GRACE_S
+            self._reap(pid, 0 if force and not keep_logs else grace)
             self._kill_group(pid, signal.SIGKILL)
             self._reap(pid, 2)
         # Anything that escaped its group but still names our temp dir is ours too.

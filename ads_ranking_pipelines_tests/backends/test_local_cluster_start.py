@@ -1,8 +1,12 @@
 """Ray nodes that die during the start of a local cluster (CI, loaded 2-core machine: the head's
 raylet gave up waiting 15 s for its dashboard agent, `ray start` exited, and the start waited out
 its whole 120 s with no clue). A worker that dies before it joins is started again once; a head
-that dies makes the whole start begin again from scratch; a second worker death fails at once,
-quoting the node's log. Nothing is left behind."""
+that dies makes the whole start begin again from scratch; a worker that dies as often as the start
+allows attempts fails it at once, quoting the node's log. Nothing is left behind.
+
+The tests that kill a node once allow one attempt more than they use: on CI's loaded machine a
+restarted node has itself timed out (`ray start` gives its raylet 30 s), which is the environment
+the extra attempt is for, not what these tests check."""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ import requests
 
 from ads_ranking_pipelines.backends.base import BackendError
 from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster, object_store_bytes
+from ads_ranking_pipelines.backends.local_nodes import STARTED_LINE
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines_tests.processes import wait_no_processes
 
@@ -51,12 +56,13 @@ class NodeKiller(threading.Thread):
             time.sleep(0.02)
 
 
-def start_with_killer(state_dir: Path, plan: list[str]) -> tuple[NodeKiller, LocalRayCluster | None, Exception | None]:
+def start_with_killer(state_dir: Path, plan: list[str], workers: int = 1, attempts: int = 2,
+                      ) -> tuple[NodeKiller, LocalRayCluster | None, Exception | None]:
     killer = NodeKiller(LocalRayCluster.state_file(state_dir, "restart"), plan)
     killer.start()
     try:
-        return killer, LocalRayCluster.start(ClusterRequest(name="restart", workers=1), state_dir,
-                                             start_timeout_s=60), None
+        return killer, LocalRayCluster.start(ClusterRequest(name="restart", workers=workers), state_dir,
+                                             start_timeout_s=60, attempts=attempts), None
     except BackendError as exc:
         return killer, None, exc
     finally:
@@ -64,29 +70,30 @@ def start_with_killer(state_dir: Path, plan: list[str]) -> tuple[NodeKiller, Loc
 
 
 @pytest.mark.ray
-def test_a_dead_head_restarts_the_start_and_a_dead_worker_is_started_again(tmp_path) -> None:
-    killer, cluster, error = start_with_killer(tmp_path / "clusters", ["head", "worker"])
+def test_a_dead_head_restarts_the_start_and_a_worker_dead_in_its_wave_is_started_again(tmp_path) -> None:
+    killer, cluster, error = start_with_killer(tmp_path / "clusters", ["head", "worker"], workers=2, attempts=3)
     assert error is None, error
     try:
         assert [role for role, _ in killer.killed] == ["head", "worker"]
         first, second = killer.temp_dirs[0], cluster.state.temp_dir
         assert first != second and killer.temp_dirs[-1] == second   # the head's death: from scratch
         assert wait_no_processes(first) == []                       # nothing of the first attempt left
-        (worker,) = cluster.state.worker_pids                        # the worker's death: one more worker
-        assert worker != killer.killed[1][1] and cluster.live_worker_pids() == [worker]
-        assert cluster.alive_nodes() == 2
+        dead = killer.killed[1][1]                                   # the worker's death: one more worker
+        assert dead not in cluster.state.worker_pids
+        assert sorted(cluster.live_worker_pids()) == sorted(cluster.state.worker_pids)
+        assert len(cluster.state.worker_pids) == 2 and cluster.alive_nodes() == 3
     finally:
         cluster.stop()
     assert wait_no_processes(cluster.state.temp_dir) == []
 
 
 @pytest.mark.ray
-def test_a_worker_node_that_dies_twice_fails_the_start_with_its_log(tmp_path) -> None:
-    killer, cluster, error = start_with_killer(tmp_path / "clusters", ["worker", "worker"])
-    assert cluster is None and len(killer.killed) == 2
+def test_a_worker_node_that_dies_as_often_as_attempts_allow_fails_the_start_with_its_log(tmp_path) -> None:
+    killer, cluster, error = start_with_killer(tmp_path / "clusters", ["worker"] * 3, attempts=3)
+    assert cluster is None and len(killer.killed) == 3                 # the start's attempts are the worker's
     message = str(error)
     assert "worker node" in message and "exited before the cluster was up" in message, message
-    assert "tried 2 times" in message and "last lines of its log" in message, message
+    assert "tried 3 times" in message and "last lines of its log" in message, message
     assert "came up within" not in message  # failed on the death, not after the timeout
     assert LocalRayCluster.find("restart", tmp_path / "clusters") is None
     assert wait_no_processes(killer.temp_dirs[-1]) == []
@@ -132,25 +139,11 @@ def test_worker_nodes_start_together_without_taking_each_others_sockets(tmp_path
         sockets = sorted(p.name for p in (Path(cluster.state.temp_dir) / "session_latest" / "sockets").iterdir()
                          if p.name.startswith("raylet"))
         assert len(sockets) == 4, sockets
+        # Each node's `ray start` is past its own start-up check, which the GCS's count does not
+        # wait for: one still in it does not exit on SIGTERM (this test's stop took 20 s more).
+        logs = sorted(Path(cluster.state.temp_dir).glob("*.log"))
+        assert [STARTED_LINE in p.read_text() for p in logs] == [True] * 4, logs
         assert not [r.getMessage() for r in caplog.records if "again" in r.getMessage()]
-    finally:
-        cluster.stop()
-    assert wait_no_processes(cluster.state.temp_dir) == []
-
-
-@pytest.mark.ray
-def test_a_worker_node_that_dies_in_a_wave_is_started_again(tmp_path) -> None:
-    killer = NodeKiller(LocalRayCluster.state_file(tmp_path / "clusters", "restart"), ["worker"])
-    killer.start()
-    try:
-        cluster = LocalRayCluster.start(ClusterRequest(name="restart", workers=2), tmp_path / "clusters",
-                                        start_timeout_s=60)
-    finally:
-        killer.done.set()
-    try:
-        ((_, dead),) = killer.killed
-        assert dead not in cluster.state.worker_pids and len(cluster.live_worker_pids()) == 2
-        assert cluster.alive_nodes() == 3
     finally:
         cluster.stop()
     assert wait_no_processes(cluster.state.temp_dir) == []
