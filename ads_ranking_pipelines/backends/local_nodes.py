@@ -165,20 +165,17 @@ class LocalNodes:
     def started(self, pid: int) -> bool:
         """Whether the `ray start` of node ``pid`` has finished its own start-up (it printed
         STARTED_LINE). A node this process did not start counts as started."""
-        path = self._logs.get(pid)
-        if path is None:
-            return True
-        with contextlib.suppress(OSError):
-            return STARTED_LINE in path.read_text(errors="replace")
-        return False
+        return pid not in self._logs or STARTED_LINE in self._log_text(pid)
 
     def log_tail(self, pid: int, lines: int = 15) -> str:
+        return "\n".join(self._log_text(pid).splitlines()[-lines:])
+
+    def _log_text(self, pid: int) -> str:
+        """What node ``pid``'s `ray start` has written so far ("" when unknown or unreadable)."""
         path = self._logs.get(pid)
-        try:
-            text = path.read_text(errors="replace") if path else ""
-        except OSError:
-            text = ""
-        return "\n".join(text.splitlines()[-lines:])
+        with contextlib.suppress(OSError):
+            return path.read_text(errors="replace") if path else ""
+        return ""
 
     # ---- worker nodes, a wave at a time ----------------------------------------------------
     def start_worker_nodes(self, count: int, timeout_s: float, attempts: int = 2) -> None:

@@ -1,6 +1,6 @@
 """Ray nodes that die during the start of a local cluster (CI, loaded 2-core machine: the head's
 raylet gave up waiting 15 s for its dashboard agent, `ray start` exited, and the start waited out
-its whole 120 s with no clue). A worker that dies before it joins is started again once; a head
+its whole 120 s with no clue). A worker that dies before it joins is started again; a head
 that dies makes the whole start begin again from scratch; a worker that dies as often as the start
 allows attempts fails it at once, quoting the node's log. Nothing is left behind.
 
