@@ -4,6 +4,7 @@ API call, and long-lived clusters (the CLI's operations), against the fake API s
 from __future__ import annotations
 
 import logging
+import threading
 
 import pytest
 import yaml
@@ -31,8 +32,9 @@ from ads_ranking_pipelines_tests.kuberay.fake_apiserver import FakeKubeApiServer
 def test_submit_follow_logs_and_succeed(fake_apiserver: FakeKubeApiServer,
                                         caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="ads_ranking_pipelines")
+    release = threading.Event()  # the job stays RUNNING until the in-flight checks are done
     fake_apiserver.scenario = Scenario(log_lines=("starting", "epoch 1 auc=0.71", "done"),
-                                       hold_running_s=0.1)
+                                       hold_until=release)
     backend = make_backend(fake_apiserver, run_id=RUN_ID, code_location="ads_ranking_pipelines")
     seen: list[str] = []
     backend.on_status = lambda name, status: seen.append(status.get("jobDeploymentStatus") or "")
@@ -40,6 +42,7 @@ def test_submit_follow_logs_and_succeed(fake_apiserver: FakeKubeApiServer,
         job_id = session.submit(JOB)
         assert job_id == rayjob_name_for(REQUEST.name, JOB.submission_id)
         assert session.status(job_id).state in (JobState.PENDING, JobState.RUNNING)
+        release.set()
         assert list(session.logs(job_id, follow=True)) == ["starting", "epoch 1 auc=0.71", "done"]
         final = session.status(job_id)
         assert final.state is JobState.SUCCEEDED, final

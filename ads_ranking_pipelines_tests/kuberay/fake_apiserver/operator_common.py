@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import string
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,7 +46,8 @@ class Scenario:
     ``refused`` (the API server refuses its pod: a namespace quota; FailedCreate on the Job) |
     ``unschedulable`` (its pod Pending, FailedScheduling). ``dashboard_wait_lines``: how many
     times each submitter pod's wait loop says it is waiting for the dashboard (every pod runs
-    the loop: :mod:`.submitter`).
+    the loop: :mod:`.submitter`). ``hold_until``: the Ray job stays RUNNING (its log printed)
+    until the test sets this event, for checks of a job in flight that no timing can race.
     Times are real seconds.
     """
 
@@ -55,6 +57,7 @@ class Scenario:
     pod_running_after_s: float = 0.05
     line_interval_s: float = 0.01
     hold_running_s: float = 0.0
+    hold_until: threading.Event | None = None
     tail_lines: int = 0
     tail_interval_s: float = 0.05
     submitter_failures: int = 0

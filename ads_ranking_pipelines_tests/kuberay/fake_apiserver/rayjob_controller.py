@@ -265,6 +265,8 @@ class RayJobController:
             return
         if scenario.outcome == "hang" or now - sim["running_at"] < scenario.hold_running_s:
             return
+        if scenario.hold_until is not None and not scenario.hold_until.is_set():
+            return
         self.submitter.finish(key, obj, pod, sim, now)
 
     def _stop_real_job(self, sim: dict) -> None:
