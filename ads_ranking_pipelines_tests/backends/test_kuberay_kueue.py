@@ -78,18 +78,22 @@ def test_second_run_is_queued_with_kueues_words_then_runs_when_the_first_ends(
         fake_apiserver: FakeKubeApiServer) -> None:
     fake_apiserver.kueue_queues = {LOCAL_QUEUE: KueueQueue(quota={"cpu": 3})}  # fits one
     fake_apiserver.kueue_priorities = {"daily": 1000, "backfill-low": 100}
-    fake_apiserver.scenario = Scenario(log_lines=("training", "done"), hold_running_s=1.0)
+    release = threading.Event()     # run-a keeps the quota until run-b has been seen queued
+    fake_apiserver.scenario = Scenario(log_lines=("training", "done"), hold_until=release)
     said_a, said_b, out_a, out_b = [], [], {}, {}
     first = threading.Thread(target=run_one, args=(fake_apiserver, "run-a", said_a, out_a))
     first.start()
-    assert fake_apiserver.wait_for(lambda: any(
-        "Running" in h for h in fake_apiserver.deployment_history.values()), 30)
-    second = threading.Thread(target=run_one, args=(fake_apiserver, "run-b", said_b, out_b))
-    second.start()
-    queued_seen = fake_apiserver.wait_for(lambda: any(INSUFFICIENT in s for s in said_b), 30)
-    # While run-a holds the quota, run-b's RayJob is Suspended with no cluster: QUEUED.
-    (b_job,) = [n for n in fake_apiserver.names(RAYJOBS) if n.startswith("run-b")]
-    b_obj = fake_apiserver.get(RAYJOBS, NS, b_job)
+    try:
+        assert fake_apiserver.wait_for(lambda: any(
+            "Running" in h for h in fake_apiserver.deployment_history.values()), 30)
+        second = threading.Thread(target=run_one, args=(fake_apiserver, "run-b", said_b, out_b))
+        second.start()
+        queued_seen = fake_apiserver.wait_for(lambda: any(INSUFFICIENT in s for s in said_b), 30)
+        # While run-a holds the quota, run-b's RayJob is Suspended with no cluster: QUEUED.
+        (b_job,) = [n for n in fake_apiserver.names(RAYJOBS) if n.startswith("run-b")]
+        b_obj = fake_apiserver.get(RAYJOBS, NS, b_job)
+    finally:
+        release.set()
     first.join(60)
     second.join(60)
     assert queued_seen, said_b

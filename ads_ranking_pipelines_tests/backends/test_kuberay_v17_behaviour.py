@@ -11,6 +11,8 @@ behaves), against the fake API server whose toy operator models v1.7.0:
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from ads_ranking_pipelines.backends.base import BackendError, JobState
@@ -151,8 +153,9 @@ def test_submitter_out_of_retries_fails_the_job(fake_apiserver: FakeKubeApiServe
 
 
 def test_job_is_not_done_before_the_submitter_finishes(fake_apiserver: FakeKubeApiServer) -> None:
+    drain = threading.Event()   # the submitter is still draining the log until the early check
     fake_apiserver.scenario = Scenario(log_lines=("train", "result"), tail_lines=3,
-                                       tail_interval_s=0.1)
+                                       tail_interval_s=0.1, drain_after=drain)
     backend = make_backend(fake_apiserver)
     with backend.session(REQUEST) as session:
         job_id = session.submit(JOB)
@@ -160,6 +163,7 @@ def test_job_is_not_done_before_the_submitter_finishes(fake_apiserver: FakeKubeA
             lambda: (fake_apiserver.get("rayjobs", NS, job_id) or {}).get("status", {}).get(
                 "jobStatus") == "SUCCEEDED", timeout_s=10)
         early = session.status(job_id)
+        drain.set()
         got = list(session.logs(job_id, follow=True))
         final = session.status(job_id)
     assert early.state is JobState.RUNNING, early

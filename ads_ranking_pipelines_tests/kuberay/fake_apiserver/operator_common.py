@@ -47,7 +47,9 @@ class Scenario:
     ``unschedulable`` (its pod Pending, FailedScheduling). ``dashboard_wait_lines``: how many
     times each submitter pod's wait loop says it is waiting for the dashboard (every pod runs
     the loop: :mod:`.submitter`). ``hold_until``: the Ray job stays RUNNING (its log printed)
-    until the test sets this event, for checks of a job in flight that no timing can race.
+    until the test sets this event, for checks of a job in flight that no timing can race;
+    ``drain_after``: likewise, the submitter prints what it still has to print after the terminal
+    ``jobStatus`` (``tail_lines``, its final lines) only once the test sets this event.
     Times are real seconds.
     """
 
@@ -58,6 +60,7 @@ class Scenario:
     line_interval_s: float = 0.01
     hold_running_s: float = 0.0
     hold_until: threading.Event | None = None
+    drain_after: threading.Event | None = None
     tail_lines: int = 0
     tail_interval_s: float = 0.05
     submitter_failures: int = 0

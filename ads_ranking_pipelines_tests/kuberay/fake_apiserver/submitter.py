@@ -144,6 +144,8 @@ class SubmitterJob:
             sim["next_tail_at"] = now + scenario.tail_interval_s
             self.host._touch(obj)
             return
+        if scenario.drain_after is not None and not scenario.drain_after.is_set():
+            return
         if sim.get("tail", 0) > 0:
             if now >= sim["next_tail_at"]:
                 sim["tail"] -= 1
