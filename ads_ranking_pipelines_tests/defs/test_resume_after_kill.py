@@ -5,6 +5,11 @@ epoch its last checkpoint holds, day 3 is trained; every day keeps the first att
 name, and the days' metadata has the shape of an uninterrupted run's.
 
 Before this, the second run trained all three days again from scratch under new version names.
+
+The kill is also the dead-run case of a run killed while it trains (the other phases are in
+``test_dead_runs.py``): the killed run is FAILURE, nothing of it runs, a run queued behind it on
+the pool takes its slot, and day 1's complete version is unattended (no candidate) until the
+run again takes it over.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
@@ -25,6 +31,14 @@ from ads_ranking_pipelines.storage.layout import StorageLayout
 from ads_ranking_pipelines.storage.registry import ModelRegistry
 from ads_ranking_pipelines_tests.cli.helpers import REPO_ROOT, ok, run_cli
 from ads_ranking_pipelines_tests.processes import wait_no_processes
+from ads_ranking_pipelines_tests.defs.dead_run import (
+    DEAD_WITHIN_S,
+    assert_nothing_promotable,
+    pool_in_flight,
+    queued_behind,
+    started_after_kill,
+    wait_failure,
+)
 from ads_ranking_pipelines_tests.defs.gates import TINY_MODEL_GATES, gate_args
 
 DAYS = [dt.date(2026, 3, 10), dt.date(2026, 3, 11), dt.date(2026, 3, 12)]
@@ -43,10 +57,21 @@ def _checkpoints(ads_home: Path, version: str) -> list[Path]:
     return sorted((ads_home / "ray_results" / f"{MODEL}-{version}").glob("checkpoint_2*/train_state.json"))
 
 
-def _kill_while_day_two_trains(ads_home: Path, out: Path) -> str:
-    """Start the backfill, SIGKILL it once day 1's version is written and day 2 has a checkpoint;
-    the first run's id."""
+@dataclass
+class Killed:
+    """The first run, SIGKILLed while day 2 trains, and the run queued behind it on the pool."""
+
+    run_id: str
+    at: float                       # time.time() of the kill
+    queued: subprocess.Popen
+    queued_out: Path
+
+
+def _kill_while_day_two_trains(ads_home: Path, tmp_path: Path) -> Killed:
+    """Start the backfill; once it holds the pool's slot, a run queued behind it; SIGKILL the
+    backfill once day 1's version is written and day 2 has a checkpoint."""
     registry = ModelRegistry(StorageLayout(str(ads_home)), MODEL)
+    out, queued = tmp_path / "first.txt", None
     with open(out, "w") as sink:
         proc = subprocess.Popen([sys.executable, "-m", "ads_ranking_pipelines.cli.main", *COMMAND], stdout=sink,
                                 stderr=subprocess.STDOUT, text=True, cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
@@ -55,23 +80,49 @@ def _kill_while_day_two_trains(ads_home: Path, out: Path) -> str:
         deadline = time.monotonic() + 400
         while time.monotonic() < deadline:
             assert proc.poll() is None, "the backfill ended before day 2 trained:\n" + out.read_text()[-4000:]
+            if queued is None and "provisioning Ray cluster" in out.read_text():
+                queued, queued_out = queued_behind(tmp_path, DAYS[0])
             versions = registry.versions()
-            if versions and versions[0].startswith("20260310-"):
+            if queued is not None and versions and versions[0].startswith("20260310-"):
                 run8 = versions[0].split("-")[1]
                 if _checkpoints(ads_home, f"20260311-{run8}"):
                     proc.send_signal(signal.SIGKILL)
+                    killed_at = time.time()
                     proc.wait(30)
                     break
             time.sleep(0.1)
         else:
             raise AssertionError("day 2 never checkpointed:\n" + out.read_text()[-4000:])
+    except BaseException:
+        if queued is not None:
+            queued.kill()
+        raise
     finally:
         if proc.poll() is None:
             proc.kill()
     with dg.DagsterInstance.get() as instance:
-        (run,) = instance.get_runs(limit=1)
-    assert run.run_id.startswith(run8)
-    return run.run_id
+        (run,) = [r for r in instance.get_runs() if r.run_id.startswith(run8)]
+    return Killed(run.run_id, killed_at, queued, queued_out)
+
+
+def _seen_dead(ads_home: Path, tmp_path: Path, killed: Killed) -> None:
+    """The killed run is FAILURE and nothing of it runs; the queued run takes its slot; nothing
+    the killed run left can be promoted (test_dead_runs.py's checks, for a kill while training)."""
+    try:
+        status, to_failure = wait_failure(killed.run_id)
+        left = wait_no_processes(str(ads_home), timeout_s=120)         # the dead run's Ray work has stopped
+        to_next = started_after_kill(killed.queued, killed.queued_out, killed.at)
+        left += wait_no_processes(str(tmp_path / "second_home"), timeout_s=DEAD_WITHIN_S)
+    finally:
+        if killed.queued.poll() is None:
+            killed.queued.kill()
+    print(f"training: kill -> run FAILURE {to_failure:.1f}s, -> the queued run started {to_next:.1f}s")
+    assert status == dg.DagsterRunStatus.FAILURE
+    assert left == [], f"processes of the dead run still there: {left}"
+    assert not list((ads_home / "clusters").glob("*.json")), "the cluster's state file is left"
+    assert pool_in_flight("local") == 0, "the pool's slot is still held"
+    assert 0 < to_next <= DEAD_WITHIN_S, to_next
+    assert_nothing_promotable(ads_home, DAYS[0], MODEL)
 
 
 def _day_metadata(run_id: str) -> dict[str, dict]:
@@ -98,8 +149,9 @@ def _epoch_days(run_id: str) -> set[str]:
 @pytest.mark.ray
 @pytest.mark.integration
 def test_a_backfill_killed_on_day_two_resumes_there_when_run_again(ads_home, tmp_path) -> None:
-    first = _kill_while_day_two_trains(ads_home, tmp_path / "first.txt")
-    assert wait_no_processes(str(ads_home), timeout_s=120) == []       # the dead run's Ray work has stopped
+    killed = _kill_while_day_two_trains(ads_home, tmp_path)
+    _seen_dead(ads_home, tmp_path, killed)
+    first = killed.run_id
     v1, v2, v3 = (f"{d:%Y%m%d}-{first[:8]}" for d in DAYS)
     done_before = max(json.loads(p.read_text())["epochs_done"] for p in _checkpoints(ads_home, v2))
     assert 1 <= done_before < EPOCHS
@@ -112,6 +164,7 @@ def test_a_backfill_killed_on_day_two_resumes_there_when_run_again(ads_home, tmp
     log = result.stdout + result.stderr                 # --verbose: the event log on stderr
     assert "[resume] key " in log and f"resuming run {first}" in log, log[-5000:]
     assert f"1 day(s) complete, not trained again ({DAYS[0]}); training {DAYS[1]}, {DAYS[2]}" in log
+    assert f"[resume] {v1} was marked unattended (" in log and "): this run judges it" in log, log[-5000:]
 
     meta = _day_metadata(retry)
     assert [meta[d.isoformat()]["model_version"] for d in DAYS] == [v1, v2, v3]      # the first attempt's names
