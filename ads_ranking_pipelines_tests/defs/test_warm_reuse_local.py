@@ -47,10 +47,11 @@ def _two_runs_catalog(tmp_path: Path) -> Path:
 
 
 # The cluster holds one run's Ray Train worker group at a time. The second run starts once the
-# first one trains (so its group waits for the first one's), and trains longer: it is still on
-# the cluster when the first one ends. (Started earlier, either group could be placed first.)
-FIRST = ["--epochs", "20", "--param", "early_stopping_patience=0"]
-LONGER = ["--epochs", "60", "--param", "early_stopping_patience=0"]
+# first one trains, so its group waits for the first one's to end: when the first run has only its
+# evaluation and scoring left, the second has its whole training (group start, 20 epochs) before
+# its own, and is still on the cluster when the first one ends. (Started earlier, either group
+# could be placed first.) The first run's 20 epochs outlast the second one's start (its lease).
+EPOCHS = ["--epochs", "20", "--param", "early_stopping_patience=0"]
 
 
 def _start(day: dt.date, model: str, out: Path, env: dict[str, str], extra: tuple[str, ...] = ()) -> subprocess.Popen:
@@ -100,12 +101,12 @@ def test_two_runs_share_one_warm_cluster_and_the_gc_reaps_it_idle(ads_home, tmp_
     env = {**os.environ, "ADS_RANKING_POOL_CATALOG": str(_two_runs_catalog(tmp_path))}
     state_dir = ads_home / "clusters"
     out_a, out_b = tmp_path / "run-a.txt", tmp_path / "run-b.txt"
-    run_a = _start(DAY_A, "warm_a", out_a, env, tuple(FIRST))
+    run_a = _start(DAY_A, "warm_a", out_a, env, tuple(EPOCHS))
     run_b = None
     try:
         cluster = _warm_cluster(state_dir, run_a, out_a)
         _wait_training(run_a, out_a)
-        run_b = _start(DAY_B, "warm_b", out_b, env, tuple(LONGER))
+        run_b = _start(DAY_B, "warm_b", out_b, env, tuple(EPOCHS))
         # B holds a lease on A's cluster while A still runs: they share it at the same time
         deadline = time.monotonic() + 120
         while len(read_leases(state_dir, cluster.name)) < 2 and time.monotonic() < deadline:
