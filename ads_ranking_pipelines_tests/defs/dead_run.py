@@ -27,10 +27,10 @@ TINY = ["--window-days", "2", "--workers", "1", "--batch-size", "256", "--rows-p
         "--param", "over_arch=[16]"]
 
 
-def run_status(run_id: str | None) -> dg.DagsterRunStatus | None:
+def run_status(run_id: str) -> dg.DagsterRunStatus | None:
     with dg.DagsterInstance.get() as instance:
-        runs = instance.get_runs(limit=1) if run_id is None else [instance.get_run_by_id(run_id)]
-        return runs[0].status if runs and runs[0] else None
+        run = instance.get_run_by_id(run_id)
+        return run.status if run else None
 
 
 def pool_in_flight(pool: str) -> int:
