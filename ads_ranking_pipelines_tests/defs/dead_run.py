@@ -83,6 +83,15 @@ def started_after_kill(proc: subprocess.Popen, out: Path, killed_at: float,
     return record.create_timestamp.timestamp() - killed_at
 
 
+def assert_dead_and_gone(ads_home: Path, status: dg.DagsterRunStatus | None, left: list, context: str = "") -> None:
+    """The dead run is FAILURE, no process of it is left (``left``: what ``wait_no_processes``
+    found), its cluster's state file is gone and the pool's slot is free."""
+    assert status == dg.DagsterRunStatus.FAILURE, context
+    assert left == [], f"processes of the dead run still there: {left}"
+    assert not list((ads_home / "clusters").glob("*.json")), "the cluster's state file is left"
+    assert pool_in_flight("local") == 0, "the pool's slot is still held"
+
+
 def assert_nothing_promotable(ads_home: Path, day: dt.date, model: str = "quest_ranker") -> None:
     """The dead run changed no champion, left no candidate for ``day``, and every version it
     wrote is marked unattended."""

@@ -33,8 +33,8 @@ from ads_ranking_pipelines_tests.processes import wait_no_processes
 from ads_ranking_pipelines_tests.defs.dead_run import (
     DEAD_WITHIN_S,
     TINY,
+    assert_dead_and_gone,
     assert_nothing_promotable,
-    pool_in_flight,
     run_status,
     wait_failure,
 )
@@ -103,8 +103,5 @@ def test_sigkill_of_the_run_process_is_seen_dead(phase, ads_home) -> None:
         if proc.poll() is None:
             proc.kill()
     print(f"{phase}: kill -> run FAILURE {to_failure:.1f}s, -> 0 processes {to_empty:.1f}s")
-    assert status == dg.DagsterRunStatus.FAILURE, "".join(lines[-30:])
-    assert left == [], f"processes of the dead run still there: {left}"
-    assert not list((ads_home / "clusters").glob("*.json")), "the cluster's state file is left"
-    assert pool_in_flight("local") == 0, "the pool's slot is still held"
+    assert_dead_and_gone(ads_home, status, left, "".join(lines[-30:]))
     assert_nothing_promotable(ads_home, DAY)

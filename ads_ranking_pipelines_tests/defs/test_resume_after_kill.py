@@ -33,8 +33,8 @@ from ads_ranking_pipelines_tests.cli.helpers import REPO_ROOT, ok, run_cli
 from ads_ranking_pipelines_tests.processes import wait_no_processes
 from ads_ranking_pipelines_tests.defs.dead_run import (
     DEAD_WITHIN_S,
+    assert_dead_and_gone,
     assert_nothing_promotable,
-    pool_in_flight,
     queued_behind,
     started_after_kill,
     wait_failure,
@@ -117,10 +117,7 @@ def _seen_dead(ads_home: Path, tmp_path: Path, killed: Killed) -> None:
         if killed.queued.poll() is None:
             killed.queued.kill()
     print(f"training: kill -> run FAILURE {to_failure:.1f}s, -> the queued run started {to_next:.1f}s")
-    assert status == dg.DagsterRunStatus.FAILURE
-    assert left == [], f"processes of the dead run still there: {left}"
-    assert not list((ads_home / "clusters").glob("*.json")), "the cluster's state file is left"
-    assert pool_in_flight("local") == 0, "the pool's slot is still held"
+    assert_dead_and_gone(ads_home, status, left)
     assert 0 < to_next <= DEAD_WITHIN_S, to_next
     assert_nothing_promotable(ads_home, DAYS[0], MODEL)
 
