@@ -4,8 +4,6 @@ champion's numbers, with the day cut into row-group pieces that several tasks sc
 import datetime as dt
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -20,6 +18,7 @@ from ads_ranking_pipelines.training.features import FeatureSpec
 from ads_ranking_pipelines.training.inference import chunk_rows, row_group_chunks
 from ads_ranking_pipelines.training.model import build_model
 
+from .ray_script import ray_script_env, run_ray_script
 from .toy import raw_events, tiny_params
 
 DAY = dt.date(2026, 11, 3)
@@ -63,11 +62,8 @@ print(json.dumps(out))
 
 
 def _score(tmp_path, *jobs):
-    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "HOME": str(tmp_path / "home")}
-    env.pop("RAY_ADDRESS", None)
-    os.makedirs(tmp_path / "home", exist_ok=True)
-    out = subprocess.run([sys.executable, "-c", SCORE, *(j.model_dump_json() for j in jobs)], env=env,
-                         capture_output=True, text=True, timeout=300)
+    env = ray_script_env(tmp_path / "home", RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
+    out = run_ray_script(SCORE, *(j.model_dump_json() for j in jobs), env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     # no deprecated Ray Data arguments (``concurrency=`` gave way to ``compute=`` in Ray 2.51)
     assert "deprecated" not in out.stderr, out.stderr[-3000:]

@@ -8,6 +8,8 @@ import pytest
 
 from ads_ranking_pipelines.training.progress_pump import ProgressPump
 
+from .ray_script import ray_script_env, run_ray_script
+
 
 class Records:
     def __init__(self) -> None:
@@ -81,11 +83,6 @@ print("same actor" if theirs._actor_id == mine._actor_id else "another actor")
 def test_the_driver_starts_the_coordinator_ray_train_s_controller_will_ask_for(tmp_path):
     """Ray Train's controller waits at most 5 s for this actor on its way to starting the worker
     group; started by the driver before the window read, it is up by then (see the function)."""
-    import os
-    import subprocess
-    import sys
-
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"HOME": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-c", COORDINATOR], env=env, capture_output=True, text=True, timeout=300)
+    out = run_ray_script(COORDINATOR, env=ray_script_env(tmp_path))
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip().splitlines()[-1] == "same actor"

@@ -4,9 +4,6 @@ Ray blocks that hold exactly the transformed rows."""
 from __future__ import annotations
 
 import datetime as dt
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -18,6 +15,7 @@ from ads_ranking_pipelines.events.layout import MissingPartitionsError
 from ads_ranking_pipelines.training.features import FeatureSpec, transform
 from ads_ranking_pipelines.training.window import hold_out, id_counts, rank_parts, read_arrays, shuffled
 
+from .ray_script import ray_script_env, run_ray_script
 from .toy import write_days
 
 DAYS = [dt.date(2026, 11, 1), dt.date(2026, 11, 2)]
@@ -111,9 +109,9 @@ def test_the_window_datasets_hold_every_row_once_one_dataset_per_rank(tmp_path) 
     frame = write_days(str(tmp_path / "events"), DAYS, rows_per_day=500)
     spec = _spec(tmp_path, validation_fraction=0.2, seed=5, num_workers=2)
     fspec = FeatureSpec.from_source(spec.source, spec.params.hash_buckets)
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"HOME": str(tmp_path)}
     out = tmp_path / "window.npz"
-    subprocess.run([sys.executable, "-c", LOAD, spec.model_dump_json(), str(out)], env=env, check=True, timeout=300)
+    run = run_ray_script(LOAD, spec.model_dump_json(), str(out), env=ray_script_env(tmp_path))
+    assert run.returncode == 0, run.stderr[-3000:]
     got = np.load(out)
     assert (int(got["rows"]), int(got["train_rows"])) == (1000, 800)
     assert got["blocks"].tolist() == [[4, 4], [1, 1]]          # 400 training rows a rank, blocks of 128
@@ -145,6 +143,5 @@ print(ds.num_blocks(), ds.count(), flush=True)
 def test_a_window_dataset_is_made_without_a_ray_task(tmp_path) -> None:
     """The driver's datasets must not wait for a task (a new worker process) to read their
     blocks' metadata: on a node without CPUs it never runs."""
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"HOME": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-c", NO_TASKS], env=env, capture_output=True, text=True, timeout=120)
+    out = run_ray_script(NO_TASKS, env=ray_script_env(tmp_path), timeout=120)
     assert out.stdout.split() == ["3", "300"], out.stderr[-3000:]
