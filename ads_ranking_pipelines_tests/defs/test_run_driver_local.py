@@ -39,19 +39,20 @@ LOOSE = {**TINY_MODEL_GATES, "min_calibration": 0.01, "max_calibration": 100.0}
 RAY_ASSETS = ("trained_model", "model_evaluation", "batch_scores")
 
 
-@pytest.fixture
-def shared_cluster(ads_home):
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory):
+    """One existing cluster for this module's runs (each test counts only the jobs its run added)."""
     cluster = LocalRayCluster.start(ClusterRequest(name="shared", owner="team", workers=1),
-                                    ads_home / "clusters", single_node=True)
+                                    tmp_path_factory.mktemp("existing") / "clusters", single_node=True)
     try:
         yield cluster
     finally:
         cluster.stop(force=True)
 
 
-def _run(ads_home, assets: list, job_name: str = "three_ray_steps"):
+def _run(ads_home, cluster: LocalRayCluster, assets: list, job_name: str = "three_ray_steps"):
     home = str(ads_home)
-    ray = LocalRayResource(state_dir=str(ads_home / "clusters"), existing_cluster="shared", job_python=sys.executable)
+    ray = LocalRayResource(state_dir=str(cluster.state_dir), existing_cluster="shared", job_python=sys.executable)
     job = dg.define_asset_job(job_name, selection=[a.key for a in assets if isinstance(a, dg.AssetsDefinition)])
     defs = dg.Definitions(assets=assets, jobs=[job], resources={
         "storage": StorageResource(home=home), "event_source": EventSourceResource(), "ray_cluster": ray})
@@ -70,20 +71,24 @@ def _nodes(cluster: LocalRayCluster) -> list[tuple[str, str]]:
     return sorted((n["node_id"], n["state"]) for n in r.json()["data"]["result"]["result"])
 
 
-def _jobs(cluster: LocalRayCluster) -> list[dict]:
-    return RayJobApi(cluster.state.dashboard_url, headers=cluster.auth_headers()).list_jobs()
+def _jobs(cluster: LocalRayCluster, before: list[dict] = ()) -> list[dict]:
+    """The cluster's Ray jobs, but those already listed in ``before``."""
+    seen = {j["job_id"] for j in before}
+    return [j for j in RayJobApi(cluster.state.dashboard_url, headers=cluster.auth_headers()).list_jobs()
+            if j["job_id"] not in seen]
 
 
 @pytest.mark.ray
 @pytest.mark.integration
 def test_a_daily_run_submits_one_ray_job_and_each_step_keeps_its_logs_and_metrics(shared_cluster, ads_home):
-    nodes = _nodes(shared_cluster)
-    result, logs = _run(ads_home, [impressions, trained_model, model_evaluation, batch_scores])
+    nodes, before = _nodes(shared_cluster), _jobs(shared_cluster)
+    result, logs = _run(ads_home, shared_cluster, [impressions, trained_model, model_evaluation, batch_scores])
     assert result.success, [e.message for e in result.all_events if e.is_failure]
     # the borrowed cluster is left as it was: still running, the same nodes, no other cluster made
     assert shared_cluster.alive() and _nodes(shared_cluster) == nodes
-    assert [c.name for c in LocalRayCluster.list(ads_home / "clusters")] == ["shared"]
-    jobs = _jobs(shared_cluster)
+    assert [c.name for c in LocalRayCluster.list(shared_cluster.state_dir)] == ["shared"]
+    assert not LocalRayCluster.list(ads_home / "clusters")
+    jobs = _jobs(shared_cluster, before)
     assert len(jobs) == 1, jobs                                # one submission for the three Ray steps
     assert jobs[0]["job_id"].startswith(f"run-{result.run_id[:8]}-") and jobs[0]["status"] == "SUCCEEDED"
     by_step = {s: [e.user_message for e in logs if e.step_key == s] for s in RAY_ASSETS}
@@ -142,7 +147,9 @@ def spoiled_weights(storage: StorageResource) -> None:
 @pytest.mark.ray
 @pytest.mark.integration
 def test_a_failing_evaluation_fails_its_step_only_and_training_stands(shared_cluster, ads_home):
-    result, logs = _run(ads_home, [impressions, trained_model, spoiled_weights, model_evaluation], "spoiled")
+    before = _jobs(shared_cluster)
+    result, logs = _run(ads_home, shared_cluster, [impressions, trained_model, spoiled_weights, model_evaluation],
+                        "spoiled")
     assert not result.success
     failures = [e for e in result.all_events if e.is_step_failure]
     assert [f.step_key for f in failures] == ["model_evaluation"]
@@ -152,5 +159,5 @@ def test_a_failing_evaluation_fails_its_step_only_and_training_stands(shared_clu
             if m.asset_key.to_user_string() == "trained_model"] == ["trained_model"]
     assert any("job failed after 0 finished day(s)" in (e.user_message or "") for e in logs
                if e.step_key == "model_evaluation")
-    jobs = _jobs(shared_cluster)
+    jobs = _jobs(shared_cluster, before)
     assert len(jobs) == 1 and jobs[0]["status"] == "SUCCEEDED", jobs   # the driver outlived the failed step
