@@ -12,6 +12,7 @@ import pytest
 
 from ads_ranking_pipelines.events.importers import SHARED_DATASETS_ENV, shared_datasets_dir
 from ads_ranking_pipelines_tests.kuberay.fake_apiserver.fixtures import fake_apiserver  # noqa: F401 - for every test
+from ads_ranking_pipelines_tests.ray_script import init_local_ray
 
 
 def _weight(item) -> int:
@@ -83,7 +84,12 @@ def local_ray(ray_home):
     ray = pytest.importorskip("ray")
     # Ray's socket paths must stay short (AF_UNIX limit), so its temp dir is a short /tmp dir
     # owned by this test; HOME moves too so Ray's token file does not land in the real HOME.
-    ray_tmp = tempfile.mkdtemp(prefix="rt", dir="/tmp")
+    made: list[str] = []
+
+    def ray_tmp() -> str:
+        made.append(tempfile.mkdtemp(prefix="rt", dir="/tmp"))
+        return made[-1]
+
     mp = pytest.MonkeyPatch()
     try:
         # undone even when ray.init fails: the variable makes later multi-node clusters refuse
@@ -91,9 +97,10 @@ def local_ray(ray_home):
         mp.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         mp.setenv("HOME", str(ray_home))
         mp.delenv("RAY_ADDRESS", raising=False)
-        ray.init(num_cpus=3, include_dashboard=False, _temp_dir=ray_tmp, log_to_driver=True)
+        init_local_ray(ray, ray_tmp, num_cpus=3, include_dashboard=False, log_to_driver=True)
         yield ray
     finally:
         ray.shutdown()
         mp.undo()
-        shutil.rmtree(ray_tmp, ignore_errors=True)
+        for d in made:
+            shutil.rmtree(d, ignore_errors=True)

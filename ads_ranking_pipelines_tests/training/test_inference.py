@@ -18,7 +18,7 @@ from ads_ranking_pipelines.training.features import FeatureSpec
 from ads_ranking_pipelines.training.inference import chunk_rows, row_group_chunks
 from ads_ranking_pipelines.training.model import build_model
 
-from .ray_script import ray_script_env, run_ray_script
+from ads_ranking_pipelines_tests.ray_script import ray_script_env, run_ray_script
 from .toy import raw_events, tiny_params
 
 DAY = dt.date(2026, 11, 3)

@@ -8,7 +8,7 @@ import pytest
 
 from ads_ranking_pipelines.training.progress_pump import ProgressPump
 
-from .ray_script import ray_script_env, run_ray_script
+from ads_ranking_pipelines_tests.ray_script import ray_script_env, run_ray_script
 
 
 class Records:

@@ -15,7 +15,7 @@ from ads_ranking_pipelines.events.layout import MissingPartitionsError
 from ads_ranking_pipelines.training.features import FeatureSpec, transform
 from ads_ranking_pipelines.training.window import hold_out, id_counts, rank_parts, read_arrays, shuffled
 
-from .ray_script import ray_script_env, run_ray_script
+from ads_ranking_pipelines_tests.ray_script import ray_script_env, run_ray_script
 from .toy import write_days
 
 DAYS = [dt.date(2026, 11, 1), dt.date(2026, 11, 2)]
