@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ads_ranking_pipelines.backends.processes import pids_mentioning
+from ads_ranking_pipelines.backends.processes import kill_mentioning
 
 RAY_START_TIMED_OUT = "The current node timed out during startup"
 
@@ -54,10 +53,6 @@ def init_local_ray(ray, make_temp_dir: Callable[[], str], **kwargs) -> str:
             if attempt or RAY_START_TIMED_OUT not in str(exc):
                 raise
             ray.shutdown()
-            for pid in pids_mentioning(temp_dir):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            kill_mentioning(temp_dir)
             shutil.rmtree(temp_dir, ignore_errors=True)
     raise AssertionError("unreachable")

@@ -55,7 +55,7 @@ from ads_ranking_pipelines.backends.local_nodes import (
     object_store_bytes,
 )
 from ads_ranking_pipelines.backends.ports import free_ports
-from ads_ranking_pipelines.backends.processes import pid_alive, pids_mentioning, process_start
+from ads_ranking_pipelines.backends.processes import kill_mentioning, pid_alive, pids_mentioning, process_start
 from ads_ranking_pipelines.config.cluster import ClusterRequest
 
 log = logging.getLogger(__name__)
@@ -330,14 +330,7 @@ class LocalRayCluster:
             self._kill_group(pid, signal.SIGKILL)
             self._reap(pid, 2)
         # Anything that escaped its group but still names our temp dir is ours too.
-        for _ in range(3):
-            stray = pids_mentioning(self.state.temp_dir)
-            if not stray:
-                break
-            for pid in stray:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.5)
+        kill_mentioning(self.state.temp_dir)
         for proc in self._nodes.procs.values():
             with contextlib.suppress(Exception):
                 proc.wait(timeout=1)

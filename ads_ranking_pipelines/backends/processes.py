@@ -4,7 +4,9 @@ an identity that a reused PID does not share."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import time
 
 import psutil
@@ -45,6 +47,19 @@ def wait_for_exit(marker: str, timeout_s: float, interval_s: float = 0.5) -> lis
         time.sleep(interval_s)
         left = pids_mentioning(marker)
     return left
+
+
+def kill_mentioning(marker: str, rounds: int = 3, pause_s: float = 0.5) -> None:
+    """SIGKILL every process that names ``marker``, up to ``rounds`` times ``pause_s`` apart (one
+    starting as the others die is caught by the next round)."""
+    for _ in range(rounds):
+        stray = pids_mentioning(marker)
+        if not stray:
+            return
+        for pid in stray:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(pause_s)
 
 
 def process_start(pid: int) -> str:
