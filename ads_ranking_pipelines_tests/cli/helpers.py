@@ -18,7 +18,9 @@ def cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if k not in ("RAY_ADDRESS", "ADS_RANKING_BACKEND", "ADS_RANKING_POOL_CATALOG", "KUBECONFIG")}
     env.update({"ADS_RANKING_HOME": str(tmp_path / "ads_home"), "ADS_RANKING_OWNER": "tester",
-                "ADS_RANKING_RAY_IMAGE": RAY_IMAGE, "COLUMNS": "200", "PYTHONUNBUFFERED": "1"})
+                "ADS_RANKING_RAY_IMAGE": RAY_IMAGE, "COLUMNS": "200", "PYTHONUNBUFFERED": "1",
+                # a native crash (SIGSEGV/SIGABRT) prints every thread's Python stack to stderr
+                "PYTHONFAULTHANDLER": "1"})
     env.update(extra)
     return env
 
