@@ -106,6 +106,10 @@ class LocalRayCluster:
         env = dict(os.environ)
         env.update({
             "HOME": str(Path(self.state.temp_dir) / "home"),
+            # Scratch files of the cluster's processes (training's checkpoint staging dirs) go
+            # under the cluster's temp dir, so a worker killed mid-epoch leaves none in /tmp:
+            # ``stop`` removes the whole dir.
+            "TMPDIR": str(Path(self.state.temp_dir) / "tmp"),
             "RAY_AUTH_MODE": "token",
             "RAY_AUTH_TOKEN_PATH": str(self.token_file),
             "RAY_USAGE_STATS_ENABLED": "0",
@@ -183,7 +187,8 @@ class LocalRayCluster:
              on_orphan: list[str] | None = None) -> "LocalRayCluster":
         # Short path: Ray's unix socket paths must stay under ~107 characters.
         temp_dir = tempfile.mkdtemp(prefix="arp-", dir="/tmp")
-        os.makedirs(Path(temp_dir) / "home", exist_ok=True)
+        for sub in ("home", "tmp"):
+            os.makedirs(Path(temp_dir) / sub, exist_ok=True)
         token_path = Path(temp_dir) / "auth_token"
         token_path.touch(mode=0o600)
         token_path.write_text(secrets.token_hex(32))
@@ -339,7 +344,7 @@ class LocalRayCluster:
             shutil.rmtree(dest, ignore_errors=True)
             with contextlib.suppress(OSError):
                 shutil.copytree(self.state.temp_dir, dest, symlinks=True, ignore_dangling_symlinks=True,
-                                ignore=shutil.ignore_patterns("sockets", "home", "auth_token", "*.sock",
+                                ignore=shutil.ignore_patterns("sockets", "home", "tmp", "auth_token", "*.sock",
                                                               "runtime_resources"))
             log.warning("Ray node logs of %s kept in %s", self.name, dest)
         shutil.rmtree(self.state.temp_dir, ignore_errors=True)
