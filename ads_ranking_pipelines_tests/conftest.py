@@ -88,6 +88,11 @@ def local_ray(ray_home):
 
     def ray_tmp() -> str:
         made.append(tempfile.mkdtemp(prefix="rt", dir="/tmp"))
+        # Ray's processes inherit this: scratch files of a worker killed mid-epoch (training's
+        # checkpoint staging) are removed with the dir, as a local cluster's are
+        os.makedirs(f"{made[-1]}/tmp")
+        tempfile.gettempdir()        # this process keeps the tempdir it has (cached on first use)
+        mp.setenv("TMPDIR", f"{made[-1]}/tmp")
         return made[-1]
 
     mp = pytest.MonkeyPatch()

@@ -4,6 +4,8 @@ which resumes at the day (and epoch) where it stopped."""
 from __future__ import annotations
 
 import datetime as dt
+import glob
+import os
 
 import pytest
 
@@ -65,3 +67,6 @@ def test_a_worker_lost_on_day_2_restarts_the_group_which_resumes_day_2_and_finis
         assert read_manifest(results[i].model_uri)["warm_started_from"] == (results[i - 1].model_uri if i else None)
     workers = [a for a in local_ray._private.state.actors().values() if "RayTrainWorker" in a["ActorClassName"]]
     assert len(workers) == 4          # two groups of 2: the first, and the one restarted once
+    # the lost rank's checkpoint staging dir stayed where the cluster's scratch files go (removed
+    # with the cluster's temp dir), not in /tmp
+    assert glob.glob(os.path.join(os.environ["TMPDIR"], "dlrm-resume-d1-r1-*"))
