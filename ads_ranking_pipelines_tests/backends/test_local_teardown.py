@@ -4,8 +4,8 @@ and its files are removed next), nothing left behind."""
 from __future__ import annotations
 
 import signal
-from pathlib import Path
 
+import psutil
 import pytest
 
 from ads_ranking_pipelines.backends.local import LocalRayBackend
@@ -15,12 +15,6 @@ from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines_tests.processes import wait_no_processes
 
 pytestmark = pytest.mark.ray
-
-
-def _tmpdir(pid: int) -> str | None:
-    """The TMPDIR a process runs with (where its ``tempfile`` scratch files go)."""
-    env = dict(kv.split(b"=", 1) for kv in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if b"=" in kv)
-    return env.get(b"TMPDIR", b"").decode() or None
 
 
 def _node_exit_codes(cluster: LocalRayCluster) -> list[int | None]:
@@ -35,7 +29,8 @@ def test_a_session_cluster_is_killed_at_once_and_leaves_nothing(tmp_path, single
         cluster = session.cluster
         assert cluster.alive_nodes() == nodes
         scratch = f"{cluster.state.temp_dir}/tmp"
-        assert {_tmpdir(pid) for pid in pids_mentioning(cluster.state.temp_dir)} == {scratch}
+        assert {psutil.Process(pid).environ().get("TMPDIR") for pid in pids_mentioning(cluster.state.temp_dir)} \
+            == {scratch}
     # `ray start --block` exits 1 after its own graceful shutdown on SIGTERM; killed: -9
     assert _node_exit_codes(cluster) == [-signal.SIGKILL] * nodes
     assert wait_no_processes(cluster.state.temp_dir) == []
