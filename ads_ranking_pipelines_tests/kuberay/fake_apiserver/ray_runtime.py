@@ -32,6 +32,7 @@ class _Cluster:
     thread: threading.Thread
     cluster: Any = None
     error: str | None = None
+    keep_logs: bool = False        # a submission to it failed: its Ray logs are kept at stop
 
 
 @dataclass
@@ -93,8 +94,8 @@ class LocalRayRuntime:
         running = RunningJob()
 
         def follow() -> None:
-            api = RayJobApi(cluster.state.dashboard_url, headers=cluster.auth_headers())
-            try:
+            try:    # the client's constructor already asks the dashboard (for its version)
+                api = RayJobApi(cluster.state.dashboard_url, headers=cluster.auth_headers())
                 api.submit(job)
                 running.status = "RUNNING"
                 for line in opening_lines(address, job.submission_id, True, waits):
@@ -106,6 +107,9 @@ class LocalRayRuntime:
                 for line in final_status_lines(job.submission_id, running.status, running.message):
                     emit(line)
             except Exception as exc:
+                entry = self.clusters.get(cluster_key)
+                if running.status == "PENDING" and entry is not None:   # never submitted: keep its logs
+                    entry.keep_logs = True
                 running.status, running.message = "FAILED", f"submitter: {exc}"
             running.drained = True
 
@@ -120,7 +124,7 @@ class LocalRayRuntime:
             return
         entry.thread.join(timeout=300)
         if entry.cluster is not None:
-            entry.cluster.stop()
+            entry.cluster.stop(keep_logs=entry.keep_logs)   # kept: "Ray node logs of … kept in …"
 
     def stop_all(self) -> None:
         for key in list(self.clusters):
