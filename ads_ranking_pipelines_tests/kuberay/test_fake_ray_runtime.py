@@ -47,3 +47,15 @@ def test_a_cluster_whose_submission_failed_keeps_its_ray_logs_at_stop(tmp_path):
     assert running.status == "FAILED" and running.message.startswith("submitter: "), running
     runtime.stop_all()
     assert clusters[failed].stops == [True] and clusters[untouched].stops == [False]
+
+
+def test_the_runtime_s_dir_goes_with_it_unless_it_kept_logs(tmp_path):
+    for kept in (False, True):
+        state = tmp_path / f"kept-{kept}"
+        state.mkdir()
+        if kept:
+            (state / "a.logs").mkdir()
+        runtime = LocalRayRuntime(state)
+        runtime.clusters = {("ns", "RayCluster", "a"): _entry(_closed_port_url())}
+        runtime.stop_all()
+        assert state.exists() is kept

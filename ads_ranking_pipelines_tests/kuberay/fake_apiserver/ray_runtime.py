@@ -132,3 +132,7 @@ class LocalRayRuntime:
         for running in self.jobs.values():
             if running.thread is not None:
                 running.thread.join(timeout=30)
+        try:    # the clusters' state files are gone with them; kept logs keep the dir
+            self.state_dir.rmdir()
+        except OSError:
+            pass
