@@ -14,10 +14,11 @@ pytest process, appended to a file) while a thread samples every process of the 
 workers ``ray::<actor>``) and user + system CPU. Afterwards each process started during the run
 is charged to the test that its nearest pytest-process ancestor was running when it started:
 a Ray worker to the raylet, to ``ray start``, to the test (or the CLI process, or the Dagster
-run process it started). A module-scoped fixture's cluster is charged to the test that set it
-up, the workers it starts later to the tests they started under. A process whose parent chain is lost (re-parented to init before it
-was first seen) is "unattributed". CPU between a process's last sample and its exit is lost, so
-the figures are lower bounds; the machine's busy core-seconds (``/proc/stat``) are printed
+run process it started). A module-scoped fixture's cluster, or a pool of rank processes kept
+for later calls, is charged to the test that started it; the Ray workers such a cluster starts
+later to the tests they started under. A process whose parent chain is lost (re-parented to
+init before it was first seen) is "unattributed". CPU between a process's last sample and its
+exit is lost, so the figures are lower bounds; the machine's busy core-seconds (``/proc/stat``) are printed
 beside them.
 """
 
