@@ -1,5 +1,5 @@
 """Start-up of a local Ray cluster's nodes: each node a ``ray start --block`` process in its own
-process session, on ports no other node of the cluster was given; worker nodes START_WAVE at a
+process session, binding its own ports (``SELF_BOUND_PORTS``); worker nodes START_WAVE at a
 time, each spawned once the node before it has bound its raylet socket; and the waits until the
 dashboard answers and the nodes have joined, which give up at once (:class:`NodeExited`, quoting
 the node's log) when a node process exits first.
@@ -45,6 +45,15 @@ OBJECT_STORE_MIN_BYTES = 256 * 1024**2
 START_WAVE = 2
 # What `ray start` prints once its own start-up checks are over (ray/scripts/scripts.py, start).
 STARTED_LINE = "Ray runtime started."
+# A node's own ports, given to `ray start` as 0: each process binds a port the kernel picks at
+# that moment (Ray 2.60 then records it in the GCS). They were chosen ahead (free_ports) and bound
+# seconds later, open to any other process in between. Most of them taken make the node exit (a
+# start attempt lost), but a dashboard agent whose HTTP port is taken stays up without its HTTP
+# server (ray/dashboard/agent.py), and the job head submits only through the head's agent: every
+# submission then answers "No available agent to submit job", which is how the Kueue
+# readmission test failed once (2026-12-07).
+SELF_BOUND_PORTS = ("node-manager-port", "object-manager-port", "dashboard-agent-listen-port",
+                    "dashboard-agent-grpc-port", "runtime-env-agent-port", "metrics-export-port")
 
 
 def object_store_bytes(request: ClusterRequest, role: str) -> int:
@@ -93,13 +102,13 @@ class Cluster(Protocol):
 
 class LocalNodes:
     """Starts the nodes of one local cluster and keeps what it started: each node's process
-    and log file, and every port given to a node."""
+    and log file, and every port chosen ahead for the cluster."""
 
     def __init__(self, cluster: Cluster):
         self.cluster = cluster
         self.procs: dict[int, subprocess.Popen] = {}
         self._logs: dict[int, Path] = {}
-        # Every port given to this cluster's nodes (the head's GCS and dashboard ports are not
+        # Every port chosen ahead for this cluster (the head's GCS and dashboard ports are not
         # bound until its node is up, and a freed port is readily handed out again).
         self._ports: set[int] = {int(cluster.state.gcs_address.rsplit(":", 1)[1]),
                                  int(cluster.state.dashboard_url.rsplit(":", 1)[1])}
@@ -128,18 +137,15 @@ class LocalNodes:
                            object_store=object_store_bytes(request, "worker"))
 
     def _spawn(self, node_args: list[str], role: str, object_store: int) -> subprocess.Popen:
-        p1, p2, p3, p4, p5, p6, p7 = self.node_ports()
         cmd = [
             str(Path(bin_dir()) / "ray"), "start", "--block", f"--node-ip-address={NODE_IP}",
-            f"--node-manager-port={p1}", f"--object-manager-port={p2}",
-            f"--dashboard-agent-listen-port={p3}", f"--dashboard-agent-grpc-port={p4}",
-            f"--runtime-env-agent-port={p5}", f"--metrics-export-port={p6}",
+            *(f"--{name}=0" for name in SELF_BOUND_PORTS),
             f"--object-store-memory={object_store}",
             "--num-gpus=0", "--disable-usage-stats",
             *node_args,
         ]
         if role == "head":
-            cmd.append(f"--ray-client-server-port={p7}")
+            cmd.append(f"--ray-client-server-port={self.client_server_port()}")
         temp_dir = self.cluster.state.temp_dir
         logs = Path(temp_dir) / f"{role}-{len(self.procs)}.log"
         out = open(logs, "ab")
@@ -150,11 +156,13 @@ class LocalNodes:
         self._logs[proc.pid] = logs
         return proc
 
-    def node_ports(self) -> list[int]:
-        """Seven ports for one more node, none given to this cluster before."""
-        ports = free_ports(7, avoid=self._ports)
-        self._ports.update(ports)
-        return ports
+    def client_server_port(self) -> int:
+        """A port for the head's Ray Client server, none given to this cluster before: ``ray
+        start`` takes no 0 for it (1024-65535), so it is chosen here, as the GCS's and the
+        dashboard's are (``LocalRayCluster._new``)."""
+        (port,) = free_ports(1, avoid=self._ports)
+        self._ports.add(port)
+        return port
 
     def alive(self, pid: int) -> bool:
         proc = self.procs.get(pid)

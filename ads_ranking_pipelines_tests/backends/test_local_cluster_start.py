@@ -168,3 +168,48 @@ def test_a_single_node_cluster_holds_every_worker_s_cpus_and_memory_on_one_node(
     finally:
         cluster.stop(force=True)
     assert wait_no_processes(cluster.state.temp_dir) == []
+
+
+@pytest.mark.ray
+def test_ports_taken_by_another_process_after_the_start_chose_them_leave_the_cluster_working(
+        tmp_path, monkeypatch) -> None:
+    """The ports the start chooses for a node are taken by someone else the moment they are
+    chosen (as another process on a loaded machine can, before Ray binds them). The nodes bind
+    ports of their own, and a job submitted to the head runs. Before, all of a node's ports were
+    chosen ahead; a raylet that lost its port exited, and a dashboard agent that lost its HTTP port
+    stayed up without it, so every job submission answered "No available agent to submit job".
+
+    Left free: the last port of each draw, the head's Ray Client server's (`ray start` takes no 0
+    for it, and `--block` ends the node when that server cannot bind)."""
+    import socket
+
+    from ads_ranking_pipelines.backends import local_nodes
+    from ads_ranking_pipelines.backends.base import JobSpec
+    from ads_ranking_pipelines.backends.ray_job_api import RayJobApi
+
+    held: list[socket.socket] = []
+    choose = local_nodes.free_ports
+
+    def chosen_then_taken(n: int, *args, **kwargs) -> list[int]:
+        ports = choose(n, *args, **kwargs)
+        for port in ports[:-1]:
+            s = socket.socket()
+            s.bind(("0.0.0.0", port))
+            s.listen()
+            held.append(s)
+        return ports
+
+    monkeypatch.setattr(local_nodes, "free_ports", chosen_then_taken)
+    cluster = None
+    try:
+        cluster = LocalRayCluster.start(ClusterRequest(name="taken", workers=1), tmp_path / "clusters",
+                                        start_timeout_s=60, attempts=1, single_node=True)
+        api = RayJobApi(cluster.state.dashboard_url, headers=cluster.auth_headers())
+        api.submit(JobSpec(submission_id="ports-1", entrypoint="python -c \"print('ran')\"", env_vars={}))
+        assert "ran" in "\n".join(api.logs("ports-1", follow=True))
+        assert api.status("ports-1").state.value == "SUCCEEDED"
+    finally:
+        if cluster is not None:
+            cluster.stop(force=True)
+        for s in held:
+            s.close()
