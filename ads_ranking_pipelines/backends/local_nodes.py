@@ -51,7 +51,8 @@ STARTED_LINE = "Ray runtime started."
 # start attempt lost), but a dashboard agent whose HTTP port is taken stays up without its HTTP
 # server (ray/dashboard/agent.py), and the job head submits only through the head's agent: every
 # submission then answers "No available agent to submit job", which is how the Kueue
-# readmission test failed once (2026-12-07).
+# readmission test failed once (2026-12-07). The ports still chosen ahead (GCS, dashboard, Ray
+# Client server) come from outside the range these binds draw from (``ports.free_ports``).
 SELF_BOUND_PORTS = ("node-manager-port", "object-manager-port", "dashboard-agent-listen-port",
                     "dashboard-agent-grpc-port", "runtime-env-agent-port", "metrics-export-port")
 
