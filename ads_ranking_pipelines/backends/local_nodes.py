@@ -50,9 +50,9 @@ STARTED_LINE = "Ray runtime started."
 # seconds later, open to any other process in between. Most of them taken make the node exit (a
 # start attempt lost), but a dashboard agent whose HTTP port is taken stays up without its HTTP
 # server (ray/dashboard/agent.py), and the job head submits only through the head's agent: every
-# submission then answers "No available agent to submit job", which is how the Kueue
-# readmission test failed once (2026-12-07). The ports still chosen ahead (GCS, dashboard, Ray
-# Client server) come from outside the range these binds draw from (``ports.free_ports``).
+# submission then answers "No available agent to submit job" (as the Kueue readmission test
+# did once on 2026-12-07; its logs were not kept). The ports still chosen ahead (GCS, dashboard,
+# Ray Client server) come from outside the range these binds draw from (``ports.free_ports``).
 SELF_BOUND_PORTS = ("node-manager-port", "object-manager-port", "dashboard-agent-listen-port",
                     "dashboard-agent-grpc-port", "runtime-env-agent-port", "metrics-export-port")
 
@@ -110,7 +110,7 @@ class LocalNodes:
         self.procs: dict[int, subprocess.Popen] = {}
         self._logs: dict[int, Path] = {}
         # Every port chosen ahead for this cluster (the head's GCS and dashboard ports are not
-        # bound until its node is up, and a freed port is readily handed out again).
+        # bound until its node is up, so a later draw could pick one of them again).
         self._ports: set[int] = {int(cluster.state.gcs_address.rsplit(":", 1)[1]),
                                  int(cluster.state.dashboard_url.rsplit(":", 1)[1])}
         self._pending_socket: tuple[int, int] | None = None     # (pid, raylet sockets before it)
