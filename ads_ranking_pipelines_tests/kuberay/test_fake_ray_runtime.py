@@ -59,3 +59,33 @@ def test_the_runtime_s_dir_goes_with_it_unless_it_kept_logs(tmp_path):
         runtime.clusters = {("ns", "RayCluster", "a"): _entry(_closed_port_url())}
         runtime.stop_all()
         assert state.exists() is kept
+
+
+class SlowStop(StubCluster):
+    """A cluster whose stop takes a while and removes its state file at the end, as
+    ``LocalRayCluster.stop`` does."""
+
+    def __init__(self, url: str, state_file) -> None:
+        super().__init__(url)
+        self.state_file = state_file
+
+    def stop(self, keep_logs: bool = False) -> None:
+        import time
+
+        time.sleep(0.5)
+        self.state_file.unlink()
+        super().stop(keep_logs)
+
+
+def test_the_runtime_s_dir_goes_even_while_a_deleted_cluster_is_still_stopping(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "a.json").write_text("{}")
+    runtime = LocalRayRuntime(state)
+    key = ("ns", "RayCluster", "a")
+    done = threading.Thread(target=lambda: None)
+    done.start()
+    runtime.clusters = {key: _Cluster(thread=done, cluster=SlowStop(_closed_port_url(), state / "a.json"))}
+    runtime.stop_in_background(key)       # the RayCluster was deleted; then the server stops
+    runtime.stop_all()
+    assert not state.exists()

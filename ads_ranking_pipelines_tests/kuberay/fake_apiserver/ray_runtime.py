@@ -53,6 +53,7 @@ class LocalRayRuntime:
         self.clusters: dict[tuple, _Cluster] = {}
         self.jobs: dict[tuple, RunningJob] = {}
         self.temp_dirs: list[str] = []  # of every cluster started (their processes name them)
+        self._stopping: list[threading.Thread] = []   # stops of deleted RayClusters, in flight
 
     def ensure_cluster(self, key: tuple, workers: int) -> str | None:
         """Start the cluster once; "ready", "starting" or an error text."""
@@ -126,7 +127,17 @@ class LocalRayRuntime:
         if entry.cluster is not None:
             entry.cluster.stop(keep_logs=entry.keep_logs)   # kept: "Ray node logs of … kept in …"
 
+    def stop_in_background(self, key: tuple) -> None:
+        """Stop a deleted RayCluster's Ray without holding up the API server (``stop_all``
+        waits for it)."""
+        thread = threading.Thread(target=self.stop_cluster, args=(key,), daemon=True,
+                                  name=f"fake-ray-stop-{key[2]}")
+        self._stopping.append(thread)
+        thread.start()
+
     def stop_all(self) -> None:
+        for thread in self._stopping:    # a stop in flight still has the cluster's state file
+            thread.join(timeout=300)
         for key in list(self.clusters):
             self.stop_cluster(key)
         for running in self.jobs.values():

@@ -90,8 +90,7 @@ class FakeKubeApiServer(ToyOperator, ApiRoutes, KueueRoutes, KueueVisibilityRout
 
     def _cluster_removed(self, key: tuple) -> None:
         if self._ray_runtime is not None and key in self._ray_runtime.clusters:
-            threading.Thread(target=self._ray_runtime.stop_cluster, args=(key,), daemon=True,
-                             name=f"fake-ray-stop-{key[2]}").start()
+            self._ray_runtime.stop_in_background(key)
 
     def stop(self) -> None:
         if self._ray_runtime is not None:
