@@ -29,6 +29,7 @@ def test_a_process_is_charged_to_the_test_its_pytest_ancestor_ran_when_it_starte
 def test_kinds_name_ray_workers_by_actor_and_the_node_s_processes():
     assert kind_of(["default_worker.py --raylet-name=x", "ray::TrainController.__init__()"]) == "ray worker: TrainController"
     assert kind_of(["ray::IDLE"]) == "ray worker: IDLE"
+    assert kind_of(["ray:: (starting)"]) == "ray worker: IDLE"       # a title with no name yet
     assert kind_of(["/x/ray/core/src/ray/raylet/raylet --a"]) == "ray node: raylet"
     assert kind_of(["python /v/bin/ray start --block"]) == "ray node: ray start"
     assert kind_of(["python -m ads_ranking_pipelines.ray_jobs.run_driver"]) == "job driver (ray_jobs)"

@@ -120,7 +120,7 @@ def busy_core_s() -> tuple[float, float]:
 # ---- charging processes to tests ---------------------------------------------------------------
 def kind_of(lines: list[str]) -> str:
     text = " | ".join(lines)
-    names = [w.split("(")[0].split()[0] for w in text.split("ray::")[1:]]
+    names = [(w.split("(")[0].split() or [""])[0] for w in text.split("ray::")[1:]]
     named = [n for n in names if n and n != "IDLE"]
     if names or "default_worker.py" in text:
         return "ray worker: " + (named[0].split(".")[0] if named else "IDLE")
