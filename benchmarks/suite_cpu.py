@@ -136,7 +136,6 @@ class Charges:
     """Which test each process started under (see the module docstring)."""
 
     def __init__(self, procs: dict[str, dict[str, Any]], tests: list[list[Any]]) -> None:
-        self.procs = procs
         self.runs: dict[int, list[tuple[float, float, str]]] = defaultdict(list)
         for pid, nodeid, t0, t1 in tests:
             self.runs[pid].append((t0, t1, nodeid))
