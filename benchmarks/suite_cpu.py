@@ -141,6 +141,7 @@ class Charges:
             self.runs[pid].append((t0, t1, nodeid))
         for spans in self.runs.values():
             spans.sort()
+        self.starts = {pid: [s[0] for s in spans] for pid, spans in self.runs.items()}
         self.by_pid: dict[int, list[dict[str, Any]]] = defaultdict(list)
         for entry in procs.values():
             self.by_pid[entry["pid"]].append(entry)
@@ -161,7 +162,7 @@ class Charges:
         if cur is entry:
             return "(the pytest processes themselves)"
         spans = self.runs[cur["pid"]]
-        i = bisect.bisect_right([s[0] for s in spans], entry["start"]) - 1
+        i = bisect.bisect_right(self.starts[cur["pid"]], entry["start"]) - 1
         return spans[i][2] if i >= 0 else "(collection, before the first test)"
 
 
