@@ -23,7 +23,7 @@ GROUPS = (
     ("ray_train_workers", ("ray::RayTrainWorker",)),
     ("ray_train_actors", ("ray::TrainController", "ray::PlacementGroupCleaner", "ray::SynchronizationActor",
                           "ray::DatasetManager", "ray::_AutoscalingCoordinatorActor", "ray::PreemptionWatcher")),
-    ("progress_queue", ("ray::_QueueActor",)),
+    ("our_actors", ("ray::DayFeed", "ray::ProgressBox")),      # the range's feed / the run's progress box
     ("job_supervisors", ("ray::JobSupervisor",)),
     ("job_drivers", ("ads_ranking_pipelines.ray_jobs.",)),
     ("ray_system", ("gcs_server", "raylet", "dashboard", "log_monitor", "monitor.py", "runtime_env",

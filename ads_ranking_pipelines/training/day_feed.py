@@ -1,5 +1,7 @@
 """The day feed of a range (``range_trainer``): a Ray actor on the driver's node that holds the
-per-day datasets the driver puts ahead of time, which every rank of the one worker group takes.
+per-day datasets the driver puts ahead of time, which every rank of the one worker group takes,
+and, the other way, rank 0's progress records for the driver (it is the run's
+``progress_box.ProgressBox``: one actor per range run, not a feed and a queue).
 
 It lives apart from the Ray Train entry point (``ray_train_days``) because of what imports a
 module: the feed's handle travels inside the workers' config, which Ray Train also hands to its
@@ -13,14 +15,17 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ads_ranking_pipelines.training.progress_box import ProgressBox
+
 FEED_POLL_S = 0.05
 
 
-class DayFeed:
+class DayFeed(ProgressBox):
     """The driver's per-day datasets for the workers: the driver puts day ``i`` ahead of time,
-    every rank gets it, the driver drops it once written."""
+    every rank gets it, the driver drops it once written; rank 0's progress records (the base)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.days: dict[int, dict[str, Any]] = {}
 
     def put(self, i: int, entry: dict[str, Any]) -> None:

@@ -1,25 +1,28 @@
-"""The training driver's progress pump: rank 0's records, from a queue, to the reporter."""
+"""The training driver's progress pump: rank 0's records, from the driver's progress box
+(``progress_box.ProgressBox``, a Ray actor), to the reporter."""
 
 from __future__ import annotations
 
 import queue as queue_mod
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from ads_ranking_pipelines.training.reporting import Reporter
 
-_PUMP_STOP = {"kind": "__pump_stop__"}
-
 
 class ProgressPump:
-    """Drains the workers' progress queue into the reporter from a background thread.
+    """Takes the workers' progress records into the reporter from a background thread.
 
-    Leaving the ``with`` block puts a stop record behind everything already queued, so the
-    thread ends as soon as it has handled those (not after its blocking ``get`` times out).
+    ``take`` returns the records waiting, oldest first (for the box actor: ``lambda:
+    ray.get(box.take_progress.remote())``); the thread calls it again at once while records come,
+    else after ``poll_s``. Leaving the ``with`` block wakes the thread, which takes what is still
+    waiting and ends (it does not sleep out ``poll_s``). A ``take`` that raises (the box actor
+    died) counts as nothing waiting.
     """
 
-    def __init__(self, q: Any, reporter: Reporter, poll_s: float = 0.5) -> None:
-        self.q = q
+    def __init__(self, take: Callable[[], list[dict[str, Any]]], reporter: Reporter, poll_s: float = 0.25) -> None:
+        self.take = take
         self.reporter = reporter
         self.poll_s = poll_s
         self.lock = threading.Lock()
@@ -37,35 +40,25 @@ class ProgressPump:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop.set()
-        try:
-            self.q.put_nowait(dict(_PUMP_STOP))
-        except Exception:                # full, or the queue actor died: the get times out
-            pass
         self.thread.join(timeout=30)
-        self._drain_all()
 
     def _run(self) -> None:
-        while not self.stop.is_set():
-            try:
-                record = self.q.get(block=True, timeout=self.poll_s)
-            except queue_mod.Empty:
+        while True:
+            stopping = self.stop.is_set()        # read before taking: what was put before the stop is taken
+            records = self._take()
+            for record in records:
+                self._handle(record)
+            if records:
                 continue
-            except Exception:            # the queue actor died: nothing more will come
-                if self.stop.wait(self.poll_s):
-                    return
-                continue
-            if record == _PUMP_STOP:
+            if stopping:
                 return
-            self._handle(record)
+            self.stop.wait(self.poll_s)
 
-    def _drain_all(self) -> None:
+    def _take(self) -> list[dict[str, Any]]:
         try:
-            while not self.q.empty():
-                record = self.q.get_nowait()
-                if record != _PUMP_STOP:
-                    self._handle(record)
-        except Exception:
-            pass
+            return list(self.take())
+        except Exception:                # the box actor died: nothing more will come
+            return []
 
     def _handle(self, record: dict[str, Any]) -> None:
         record = dict(record)

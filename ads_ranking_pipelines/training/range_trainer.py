@@ -7,7 +7,8 @@ this thread,
 1. reads each day's window with a :class:`SlidingWindow` (after the first day: the new day
    only) into per-rank Ray Datasets, as ``window.load_window`` makes them, and hands them to the
    workers through a :class:`DayFeed` actor one day ahead of the day the workers train,
-2. forwards the workers' progress records to the day's reporter (``reporter_for(i)``),
+2. forwards the workers' progress records (put in the same ``DayFeed``, which is the run's
+   progress box too: one actor, not two) to the day's reporter (``reporter_for(i)``),
 3. on each ``day_end`` record from rank 0, writes that day's model version complete (the best
    epoch's checkpoint of the day's run folder, as ``trainer.train`` writes a single day's) and
    yields ``(i, TrainResult)`` while the workers train the next day.
@@ -102,7 +103,7 @@ def _trainer(spec: TrainRangeSpec, config: dict[str, Any], storage: str):
 
 def _wait_day_end(pump: ProgressPump, fit: FitThread, i: int, done: set[int]) -> None:
     """Until rank 0 reported day ``i``'s end; the fit's error if it ended without (records still
-    on their way through the queue get ``FIT_END_GRACE_S``)."""
+    on their way through the progress box get ``FIT_END_GRACE_S``)."""
     ended_at = None
     while i not in done:
         try:
@@ -135,10 +136,10 @@ def export_day(day: TrainJobSpec, feature_spec: FeatureSpec, pump: ProgressPump,
                                 mine, epochs, window, reporter, warm_started)
 
 
-def _config(spec: TrainRangeSpec, feature_spec: FeatureSpec, storage: str, progress_q: Any, feed: Any,
+def _config(spec: TrainRangeSpec, feature_spec: FeatureSpec, storage: str, feed: Any,
             warm_ref: Any, extra: dict[str, Any] | None) -> dict[str, Any]:
     return {"params": spec.params.model_dump(mode="json"), "feature_spec": dataclasses.asdict(feature_spec),
-            "progress_queue": progress_q, "progress_every_s": 5.0, "shuffle_buffer": 4 * spec.params.batch_size,
+            "progress_box": feed, "progress_every_s": 5.0, "shuffle_buffer": 4 * spec.params.batch_size,
             "days": [{"run_dir": fs.join(storage, d.run_name), "model_uri": d.model_uri} for d in spec.days],
             "feed": feed, "warm_start": warm_ref, "warm_start_days": spec.warm_start, **(extra or {})}
 
@@ -159,19 +160,18 @@ def train_range(spec: TrainRangeSpec, reporter_for: Callable[[int], Reporter], *
     storage = fs.normalize(spec.ray_storage_uri)
     ray.data.DataContext.get_current().execution_options.preserve_order = True
     sliding = SlidingWindow(feature_spec, with_id_counts=params.min_id_count > 1 or params.count_features)
-    progress_q = single.progress_queue()
     feed = ray.remote(DayFeed).options(num_cpus=0, **single.on_this_node()).remote()
     t0 = time.perf_counter()
     windows = {0: _post(feed, 0, days[0], sliding, reporter_for(0))}
     warm_ref = single.warm_start_ref(days[0], params, feature_spec, reporter_for(0))
-    fit = FitThread(_trainer(spec, _config(spec, feature_spec, storage, progress_q, feed, warm_ref, worker_config),
+    fit = FitThread(_trainer(spec, _config(spec, feature_spec, storage, feed, warm_ref, worker_config),
                              storage))
     reporter_for(0).log(f"training {params.num_workers} worker(s), at most {params.epochs} epoch(s) a day, "
                         f"{n} day(s) on one worker group ({'GPU' if params.uses_gpu else 'CPU'}), "
                         f"checkpoints under {storage}")
     done: set[int] = set()
     try:
-        with ProgressPump(progress_q, DayRouter(reporter_for)) as pump:
+        with ProgressPump(single.take_from(feed), DayRouter(reporter_for)) as pump:
             fit.start()
             for i in range(n):
                 if i + 1 < n:        # the next day's window is read while this day trains
@@ -189,8 +189,7 @@ def train_range(spec: TrainRangeSpec, reporter_for: Callable[[int], Reporter], *
             if fit.error is not None:
                 raise fit.error
     finally:
-        for actor in (progress_q, feed):
-            try:
-                actor.shutdown() if actor is progress_q else ray.kill(actor)
-            except Exception:
-                pass
+        try:
+            ray.kill(feed)
+        except Exception:
+            pass

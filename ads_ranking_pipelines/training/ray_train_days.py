@@ -4,7 +4,7 @@
 ``TorchTrainer.fit()`` (``range_trainer``). Per day it takes that day's per-rank datasets from
 the driver's :class:`~ads_ranking_pipelines.training.day_feed.DayFeed`, trains the day's epochs with ``train_loop.run_worker`` (early
 stopping, a checkpoint per epoch into the day's own run folder: ``day_checkpoints``), and rank 0
-puts a ``day_end`` record on the progress queue, on which the driver writes that day's model
+puts a ``day_end`` record in the progress box, on which the driver writes that day's model
 version while the workers go on with the next day. With warm start, each next day starts from
 the best epoch's weights the ranks kept in memory (``warm_start.LocalWeights``); day 1 starts
 from ``config["warm_start"]`` (an earlier version, put by the driver) as a single day does.
@@ -14,7 +14,7 @@ where the day's checkpoints stop: finished days are announced again (the driver 
 it has written), the first unfinished day resumes from its latest checkpoint, warm-started (if
 it has none) from the version of the day before, which the driver writes (waited for).
 
-Config keys besides ``ray_train_worker``'s (``params``, ``feature_spec``, ``progress_queue``,
+Config keys besides ``ray_train_worker``'s (``params``, ``feature_spec``, ``progress_box``,
 ``progress_every_s``, ``shuffle_buffer``, ``callbacks``): ``days`` (per day ``run_dir`` and
 ``model_uri``), ``feed`` (the :class:`DayFeed` handle), ``warm_start`` (ref or None),
 ``warm_start_days`` (each later day starts from the day before).
@@ -33,7 +33,7 @@ from ads_ranking_pipelines.training import warm_start as ws
 from ads_ranking_pipelines.training.day_feed import day_entry
 from ads_ranking_pipelines.training.export import is_model_version
 from ads_ranking_pipelines.training.model import feature_spec_from_dict
-from ads_ranking_pipelines.training.ray_train_worker import (QueueProgress, _warm_start_state, shard_batches,
+from ads_ranking_pipelines.training.ray_train_worker import (BoxProgress, _warm_start_state, shard_batches,
                                                               valid_batches_of, worker_device)
 from ads_ranking_pipelines.training.train_loop import run_worker
 from ads_ranking_pipelines.training.worker import quiet_warnings
@@ -80,8 +80,8 @@ def train_days_per_worker(config: dict[str, Any]) -> None:
     ctx = ray.train.get_context()
     device, rank = worker_device(params), ctx.get_world_rank()
     ray.data.DataContext.get_current().execution_options.preserve_order = True
-    queue = config.get("progress_queue")
-    put = QueueProgress(queue) if queue is not None and rank == 0 else None
+    box = config.get("progress_box")
+    put = BoxProgress(box) if box is not None and rank == 0 else None
     if put:
         put({"kind": "group_started", "pid": os.getpid()})     # one per worker-group start
     days = config["days"]

@@ -1,14 +1,15 @@
 """The Ray Train side of training: what ``TorchTrainer`` runs on every worker.
 
 ``train_loop_per_worker(config)`` adapts Ray (context, dataset shards, checkpoints, reports,
-the driver's progress queue) to ``train_loop.run_worker``, which needs only an initialised
+the driver's progress box) to ``train_loop.run_worker``, which needs only an initialised
 ``torch.distributed`` process group.
 
-Config keys (all JSON-able except the queue and the callbacks):
+Config keys (all JSON-able except the progress box and the callbacks):
 
 ``params``           ``TrainingParams.model_dump(mode="json")``
 ``feature_spec``     ``dataclasses.asdict(FeatureSpec)``
-``progress_queue``   a ``ray.util.queue.Queue`` or None; rank 0 puts ``{"kind": ..., ...}`` records
+``progress_box``     the driver's ``progress_box.ProgressBox`` actor or None; rank 0 puts
+                     ``{"kind": ..., ...}`` records
 ``progress_every_s`` seconds between "progress" records (default 5)
 ``steps_per_epoch``  optimizer steps per epoch (the driver knows the row count), for the linear
                      learning-rate decay over the budget (``params.final_lr_fraction``)
@@ -38,6 +39,7 @@ from ads_ranking_pipelines.training.model import feature_spec_from_dict
 from ads_ranking_pipelines.training.train_loop import run_worker
 from ads_ranking_pipelines.training.worker import quiet_warnings
 
+PUT_TIMEOUT_S = 30.0
 DATASET_NAME = "train"
 VALID_DATASET_NAME = "valid"
 
@@ -47,17 +49,22 @@ def shard_name(dataset: str, rank: int) -> str:
     return f"{dataset}_{rank}"
 
 
-class QueueProgress:
-    """Puts records on a ``ray.util.queue.Queue`` without ever blocking or failing training."""
+class BoxProgress:
+    """Puts records in the driver's progress box without ever failing training: each put is
+    one actor call, answered before the next record (a ``day_end`` is in the box before rank 0
+    goes on), waited on for ``PUT_TIMEOUT_S`` at most."""
 
-    def __init__(self, queue: Any) -> None:
-        self.queue = queue
+    def __init__(self, box: Any) -> None:
+        self.box = box
         self.dropped = 0
 
     def __call__(self, record: dict[str, Any]) -> None:
+        import ray
+
         try:
-            self.queue.put(record, block=False)
-        except Exception:  # Full, or the driver went away: progress is best effort
+            if not ray.get(self.box.put_progress.remote(record), timeout=PUT_TIMEOUT_S):
+                self.dropped += 1        # the box is full: progress is best effort
+        except Exception:                # the driver went away, or its box is stuck
             self.dropped += 1
 
 
@@ -81,10 +88,10 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     def report(metrics: dict[str, Any], ckpt_dir: str) -> None:
         ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(ckpt_dir))
 
-    queue = config.get("progress_queue")
+    box = config.get("progress_box")
     kwargs = dict(device=device, batches=batches, report=report,
                   valid_batches=valid_batches,
-                  progress=QueueProgress(queue) if queue is not None and rank == 0 else None,
+                  progress=BoxProgress(box) if box is not None and rank == 0 else None,
                   progress_every_s=float(config.get("progress_every_s", 5.0)),
                   local_world_size=ctx.get_local_world_size(), steps_per_epoch=config.get("steps_per_epoch"),
                   shard_steps=config.get("steps_per_epoch") if config.get("equal_shards") else None,

@@ -11,7 +11,7 @@ can ``ray.init``). It
 2. runs a ``TorchTrainer`` of ``ray_train_worker.train_loop_per_worker`` (checkpoint per epoch; a
    restarted worker group or a re-launched run with the same ``run_name`` resumes from the
    latest checkpoint),
-3. forwards live progress records from rank 0 (a ``ray.util.queue.Queue``) to the reporter,
+3. forwards live progress records from rank 0 (a ``progress_box.ProgressBox`` actor) to the reporter,
 4. loads the final DCP checkpoint into an unsharded CPU model here (no process group: DCP
    reassembles the shards into plain tensors) and writes it to ``spec.model_uri``.
 """
@@ -24,7 +24,7 @@ import math
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.distributed.checkpoint as dcp
@@ -34,6 +34,7 @@ from ads_ranking_pipelines.storage import fs
 from ads_ranking_pipelines.training.export import save_model_version
 from ads_ranking_pipelines.training.features import FeatureSpec
 from ads_ranking_pipelines.training.model import DLRM, build_model
+from ads_ranking_pipelines.training.progress_box import ProgressBox
 from ads_ranking_pipelines.training.progress_pump import ProgressPump
 from ads_ranking_pipelines.training.reporting import Reporter
 from ads_ranking_pipelines.training import warm_start
@@ -194,12 +195,21 @@ def start_train_coordinator() -> None:
     get_or_create_autoscaling_coordinator()
 
 
-def progress_queue():
-    """A progress queue on the driver's node: a lost worker node must not take the progress
-    records (and the restart count derived from them) with it."""
-    from ray.util.queue import Queue
+TAKE_TIMEOUT_S = 30.0       # a box that does not answer a take this long is taken as dead
 
-    return Queue(maxsize=10_000, actor_options={"num_cpus": 0, **on_this_node()})
+
+def progress_box() -> Any:
+    """A progress box actor on the driver's node (see ``progress_box``)."""
+    import ray
+
+    return ray.remote(ProgressBox).options(num_cpus=0, **on_this_node()).remote()
+
+
+def take_from(box: Any) -> Callable[[], list[dict[str, Any]]]:
+    """The pump's ``take`` for ``box``."""
+    import ray
+
+    return lambda: ray.get(box.take_progress.remote(), timeout=TAKE_TIMEOUT_S)
 
 
 def on_this_node() -> dict[str, Any]:
@@ -210,13 +220,13 @@ def on_this_node() -> dict[str, Any]:
     return {"scheduling_strategy": NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)}
 
 
-def _worker_config(params: TrainingParams, feature_spec: FeatureSpec, window: Window, progress_q: Any,
+def _worker_config(params: TrainingParams, feature_spec: FeatureSpec, window: Window, box: Any,
                   extra: dict[str, Any] | None, warm_ref: Any = None) -> dict[str, Any]:
     """The config every worker's ``train_loop_per_worker`` receives (see ``ray_train_worker``)."""
     return {
         "params": params.model_dump(mode="json"),
         "feature_spec": dataclasses.asdict(feature_spec),
-        "progress_queue": progress_q,
+        "progress_box": box,
         "progress_every_s": 5.0,
         "steps_per_epoch": steps_per_epoch(window, params),
         "equal_shards": True,
@@ -292,20 +302,20 @@ def train(spec: TrainJobSpec, reporter: Reporter, *,
         ray.init()
     start_train_coordinator()
     window = prepare_window(spec, feature_spec, reporter)
-    progress_q = progress_queue()
+    box = progress_box()
     storage = fs.normalize(spec.ray_storage_uri)
     warm_ref = warm_start_ref(spec, params, feature_spec, reporter)
-    trainer = _trainer(spec, _worker_config(params, feature_spec, window, progress_q, worker_config,
+    trainer = _trainer(spec, _worker_config(params, feature_spec, window, box, worker_config,
                                             warm_ref), window, storage)
     reporter.log(f"training {params.num_workers} worker(s), at most {params.epochs} epoch(s), on "
                  f"{window.train_rows} rows, validating on the last {window.rows - window.train_rows} "
                  f"({'GPU' if params.uses_gpu else 'CPU'}), run {spec.run_name} under {storage}")
     try:
-        with ProgressPump(progress_q, reporter) as pump, ray_train_env():
+        with ProgressPump(take_from(box), reporter) as pump, ray_train_env():
             result = trainer.fit()
     finally:
         try:
-            progress_q.shutdown()
+            ray.kill(box)
         except Exception:
             pass
     if result.checkpoint is None:

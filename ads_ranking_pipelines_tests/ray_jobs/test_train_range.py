@@ -64,6 +64,11 @@ def test_a_3_day_backfill_trains_on_one_worker_group_one_complete_version_per_da
 
     # ONE worker group for the 3 days (today's code started one per day: 3 groups, 6 actors)
     assert len(_train_worker_actors(local_ray)) == WORKERS, _train_worker_actors(local_ray)
+    # and one actor of ours beside it: the day feed, which is the progress box too (a
+    # ray.util.queue.Queue was a second actor, ~2 CPU-s of a new worker process a run)
+    ours = [a["ActorClassName"] for a in local_ray._private.state.actors().values()
+            if a["ActorClassName"] in ("DayFeed", "ProgressBox", "_QueueActor")]
+    assert ours == ["DayFeed"], ours
     assert [r["day"] for r in results] == [d.isoformat() for d in DAYS[1:]]
     for i, r in enumerate(results):
         assert set(RESULT_FIELDS) <= set(r), sorted(set(RESULT_FIELDS) - set(r))

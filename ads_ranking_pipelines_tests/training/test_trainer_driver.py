@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import queue
-
 import pytest
 
+from ads_ranking_pipelines.training.progress_box import ProgressBox
 from ads_ranking_pipelines.training.progress_pump import ProgressPump
 
 from ads_ranking_pipelines_tests.ray_script import ray_script_env, run_ray_script
@@ -23,18 +22,37 @@ class Records:
         self.seen.append((kind, values))
 
 
-def test_leaving_the_pump_does_not_wait_out_its_blocking_get():
-    q: queue.Queue = queue.Queue()
+def test_leaving_the_pump_does_not_sleep_out_its_poll_and_takes_what_is_left():
+    box = ProgressBox()
     reporter = Records()
-    # an hour-long get: a pump that waited for it to time out would still be running below
-    pump = ProgressPump(q, reporter, poll_s=3600.0)
+    # an hour between polls: a pump that slept it out would still be running below
+    pump = ProgressPump(box.take_progress, reporter, poll_s=3600.0)
     with pump:
-        q.put({"kind": "epoch", "epoch": 1, "loss": 0.5})
-        q.put({"kind": "progress", "step": 3})
+        box.put_progress({"kind": "epoch", "epoch": 1, "loss": 0.5})
+        box.put_progress({"kind": "progress", "step": 3})
     assert not pump.thread.is_alive()
     assert [k for k, _ in reporter.seen] == ["epoch", "progress"]
     assert pump.epochs == [{"epoch": 1, "loss": 0.5}]
-    assert q.empty()
+    assert box.take_progress() == []
+
+
+def test_a_pump_whose_box_died_ends_when_left():
+    def dead() -> list:
+        raise RuntimeError("the actor died")
+
+    pump = ProgressPump(dead, Records(), poll_s=3600.0)
+    with pump:
+        pass
+    assert not pump.thread.is_alive()
+
+
+def test_the_box_keeps_records_in_order_hands_each_out_once_and_drops_past_its_limit():
+    box = ProgressBox(max_records=3)
+    assert [box.put_progress({"i": i}) for i in range(5)] == [True, True, True, False, False]
+    assert box.dropped == 2
+    assert box.take_progress(at_most=2) == [{"i": 0}, {"i": 1}]
+    assert box.put_progress({"i": 5})
+    assert box.take_progress() == [{"i": 2}, {"i": 5}] and box.take_progress() == []
 
 
 
