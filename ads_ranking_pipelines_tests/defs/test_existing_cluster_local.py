@@ -18,8 +18,8 @@ import pytest
 from ads_ranking_pipelines.backends.base import JobSpec, JobState
 from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
 from ads_ranking_pipelines.backends.ray_job_api import RayJobApi
-from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines_tests.cli.helpers import run_cli
+from ads_ranking_pipelines_tests.defs.existing_cluster import existing_local_cluster
 
 pytestmark = pytest.mark.slow  # real processes (README: Tests)
 
@@ -43,12 +43,8 @@ def _refused(*args: str, command: tuple[str, ...] = ("run", "--date", DAY.isofor
 @pytest.fixture
 def shared_cluster(ads_home):
     """A long-lived local cluster of one 1-CPU worker, as `cluster create --backend local` makes."""
-    cluster = LocalRayCluster.start(ClusterRequest(name="shared", owner="team", workers=1),
-                                    ads_home / "clusters", single_node=True)
-    try:
+    with existing_local_cluster("shared", 1, ads_home / "clusters") as cluster:
         yield cluster
-    finally:
-        cluster.stop(force=True)
 
 
 def test_a_run_that_does_not_fit_is_refused_before_anything_and_a_session_stops_its_jobs(shared_cluster, ads_home) -> None:

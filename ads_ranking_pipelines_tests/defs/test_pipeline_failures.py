@@ -15,13 +15,13 @@ import pytest
 
 from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
 from ads_ranking_pipelines.cli.pipeline import run_config
-from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.source import SourceConfig, SyntheticSpec
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.definitions import build_definitions
 from ads_ranking_pipelines.events.importers import shared_datasets_dir
 from ads_ranking_pipelines_tests.processes import wait_no_processes
 from ads_ranking_pipelines_tests.defs.gates import TINY_MODEL_GATES
+from ads_ranking_pipelines_tests.defs.existing_cluster import existing_local_cluster
 
 DAY = dt.date(2026, 3, 10)
 SMALL = TrainingParams(dataset_window_days=2, num_workers=1, epochs=1, batch_size=256, hash_buckets=1000,
@@ -88,12 +88,8 @@ def test_sigterm_mid_training_stops_job_and_cluster(ads_home, tmp_path):
 def sources_cluster(tmp_path_factory):
     """One existing cluster for the source tests' runs (the run's own cluster, made and deleted
     around it, is what the other tests here check): two workers, the most a run here asks for."""
-    cluster = LocalRayCluster.start(ClusterRequest(name="sources", owner="team", workers=2),
-                                    tmp_path_factory.mktemp("sources") / "clusters", single_node=True)
-    try:
+    with existing_local_cluster("sources", 2, tmp_path_factory.mktemp("sources") / "clusters") as cluster:
         yield cluster
-    finally:
-        cluster.stop(force=True)
 
 
 # Ray's own detached actors, made by a run's first Ray Data / Ray Train use and kept by the cluster

@@ -18,7 +18,6 @@ import requests
 from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster
 from ads_ranking_pipelines.backends.ray_job_api import RayJobApi
 from ads_ranking_pipelines.cli.pipeline import run_config
-from ads_ranking_pipelines.config.cluster import ClusterRequest
 from ads_ranking_pipelines.config.source import SourceConfig, SyntheticSpec
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.defs.assets import batch_scores, impressions, model_evaluation, trained_model
@@ -30,6 +29,7 @@ from ads_ranking_pipelines.storage.layout import StorageLayout
 from ads_ranking_pipelines.storage.registry import ModelRegistry
 from ads_ranking_pipelines.storage.run_progress import read_progress
 from ads_ranking_pipelines_tests.defs.gates import TINY_MODEL_GATES
+from ads_ranking_pipelines_tests.defs.existing_cluster import existing_local_cluster
 
 DAY = dt.date(2026, 3, 10)
 TINY = TrainingParams(dataset_window_days=2, num_workers=1, epochs=1, batch_size=256, hash_buckets=1000,
@@ -42,12 +42,8 @@ RAY_ASSETS = ("trained_model", "model_evaluation", "batch_scores")
 @pytest.fixture(scope="module")
 def shared_cluster(tmp_path_factory):
     """One existing cluster for this module's runs (each test counts only the jobs its run added)."""
-    cluster = LocalRayCluster.start(ClusterRequest(name="shared", owner="team", workers=1),
-                                    tmp_path_factory.mktemp("existing") / "clusters", single_node=True)
-    try:
+    with existing_local_cluster("shared", 1, tmp_path_factory.mktemp("existing") / "clusters") as cluster:
         yield cluster
-    finally:
-        cluster.stop(force=True)
 
 
 def _run(ads_home, cluster: LocalRayCluster, assets: list, job_name: str = "three_ray_steps"):
