@@ -17,7 +17,6 @@ import threading
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 import requests
 
@@ -26,7 +25,7 @@ from ads_ranking_pipelines.backends.local_cluster import LocalRayCluster, object
 from ads_ranking_pipelines.backends.local_nodes import STARTED_LINE
 from ads_ranking_pipelines.backends.processes import pids_mentioning
 from ads_ranking_pipelines.config.cluster import ClusterRequest
-from ads_ranking_pipelines_tests.processes import wait_no_processes
+from ads_ranking_pipelines_tests.processes import titles, wait_no_processes
 
 
 class NodeKiller(threading.Thread):
@@ -151,13 +150,6 @@ def test_worker_nodes_start_together_without_taking_each_others_sockets(tmp_path
     assert wait_no_processes(cluster.state.temp_dir) == []
 
 
-def _title(pid: int) -> str:
-    try:
-        return " ".join(psutil.Process(pid).cmdline())
-    except psutil.Error:
-        return ""
-
-
 @pytest.mark.ray
 def test_a_single_node_cluster_holds_every_worker_s_cpus_and_memory_on_one_node(tmp_path) -> None:
     """The local default: one Ray node, no worker nodes; Ray schedules the request's workers on
@@ -175,9 +167,9 @@ def test_a_single_node_cluster_holds_every_worker_s_cpus_and_memory_on_one_node(
         assert found is not None and found.state.single_node
         assert summarize(found).workers_ready == 2
         # its processes: a log monitor (worker output reaches drivers), no autoscaler monitor
-        titles = [_title(pid) for pid in pids_mentioning(cluster.state.temp_dir)]
-        assert any("/log_monitor.py" in t for t in titles), titles
-        assert not any("/autoscaler/_private/monitor.py" in t for t in titles), titles
+        running = titles(pids_mentioning(cluster.state.temp_dir))
+        assert any("/log_monitor.py" in t for t in running), running
+        assert not any("/autoscaler/_private/monitor.py" in t for t in running), running
     finally:
         cluster.stop(force=True)
     assert wait_no_processes(cluster.state.temp_dir) == []

@@ -19,7 +19,7 @@ from ads_ranking_pipelines.config.source import SourceConfig, SyntheticSpec
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.definitions import build_definitions
 from ads_ranking_pipelines.events.importers import shared_datasets_dir
-from ads_ranking_pipelines_tests.processes import wait_no_processes
+from ads_ranking_pipelines_tests.processes import titles, wait_no_processes
 from ads_ranking_pipelines_tests.defs.gates import TINY_MODEL_GATES
 from ads_ranking_pipelines_tests.defs.existing_cluster import existing_local_cluster
 
@@ -100,16 +100,7 @@ CLUSTER_WIDE_ACTORS = {"ray::_StatsActor", "ray::_AutoscalingCoordinatorActor"}
 def _left_on_the_cluster(home: Path) -> set[str]:
     """What still names the run's home once its run is over: on a cluster the run did not make,
     only Ray's cluster-wide actors may stay (the cluster itself is the fixture's to stop)."""
-    import psutil
-
-    names = set()
-    for pid in wait_no_processes(str(home), timeout_s=15):
-        try:
-            title = " ".join(psutil.Process(pid).cmdline())     # ray::Class, or ray::Class.method while in one
-            names.add(title.split(" ")[0].split(".")[0])
-        except psutil.Error:
-            pass
-    return names
+    return {title.split(" ")[0].split(".")[0] for title in titles(wait_no_processes(str(home), timeout_s=15))}
 
 
 def _run(environ, params, source, cluster: LocalRayCluster):
