@@ -63,18 +63,31 @@ def kill_mentioning(marker: str, rounds: int = 3, pause_s: float = 0.5) -> None:
 
 
 def process_start(pid: int) -> str:
-    """An identity for the process ``pid`` that a reused PID does not share (its creation
-    time, to the hundredth of a second); "" when it does not exist."""
+    """An identity for the process ``pid`` that a reused PID does not share: when it started,
+    in seconds since the machine booted, to the hundredth of a second; "" when it does not exist.
+
+    Counted from boot, not from the epoch: psutil's ``create_time()`` is the boot time that
+    ``/proc/stat`` reports (whole seconds, derived from the wall clock) plus the ticks since
+    boot, so when the wall clock is adjusted across a second boundary every process's
+    ``create_time()`` moves by one second, and a live controller would look gone (its watchdog
+    or the GC then stops its cluster under it: a run's cluster vanished during its start once)."""
+    return _starts(pid)[0]
+
+
+def _starts(pid: int) -> tuple[str, str]:
+    """(boot-relative start, the epoch start that earlier versions recorded); "" each if gone."""
     try:
-        return f"{psutil.Process(pid).create_time():.2f}"
+        created = psutil.Process(pid).create_time()
+        return f"{created - psutil.boot_time():.2f}", f"{created:.2f}"
     except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return ""
+        return "", ""
 
 
 def process_alive(pid: int, start: str) -> bool:
-    """Whether the process that had ``start`` (:func:`process_start`) as ``pid`` still runs."""
+    """Whether the process that had ``start`` (:func:`process_start`, or the epoch form earlier
+    versions wrote into state files, leases and run tags) as ``pid`` still runs."""
     if pid <= 0:
         return False
     if start:
-        return process_start(pid) == start and pid_alive(pid)
+        return start in _starts(pid) and pid_alive(pid)
     return pid_alive(pid)
