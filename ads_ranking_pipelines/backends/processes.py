@@ -70,7 +70,8 @@ def process_start(pid: int) -> str:
     ``/proc/stat`` reports (whole seconds, derived from the wall clock) plus the ticks since
     boot, so when the wall clock is adjusted across a second boundary every process's
     ``create_time()`` moves by one second, and a live controller would look gone (its watchdog
-    or the GC then stops its cluster under it: a run's cluster vanished during its start once)."""
+    or the GC then stops its cluster under it: the likely, unproven cause of a run's cluster that
+    vanished during its start once)."""
     return _starts(pid)[0]
 
 
