@@ -155,7 +155,7 @@ def run_bare(source, days: list[dt.date], p, threads: int, epochs: int | None = 
     from ads_ranking_pipelines.training.features import FeatureSpec, transform
     from ads_ranking_pipelines.training.model import build_model
     from ads_ranking_pipelines.training.step_profile import StepProfile
-    from ads_ranking_pipelines.training.worker import quiet_warnings
+    from ads_ranking_pipelines.training.quiet import quiet_warnings
 
     quiet_warnings()
     torch.set_num_threads(threads)

@@ -35,8 +35,7 @@ from ads_ranking_pipelines.training.export import is_model_version
 from ads_ranking_pipelines.training.model import feature_spec_from_dict
 from ads_ranking_pipelines.training.ray_train_worker import (BoxProgress, _warm_start_state, shard_batches,
                                                               valid_batches_of, worker_device)
-from ads_ranking_pipelines.training.train_loop import run_worker
-from ads_ranking_pipelines.training.worker import quiet_warnings
+from ads_ranking_pipelines.training.quiet import quiet_warnings
 
 VERSION_WAIT_S = 600.0
 
@@ -99,6 +98,10 @@ def train_days_per_worker(config: dict[str, Any]) -> None:
 def _train_day(config: dict[str, Any], params: TrainingParams, ctx: Any, device: Any, i: int,
                entry: dict[str, Any], warm: Any, keep_best: bool, put: Any):
     import ray.train
+
+    # Here, not at the top: the job driver imports this module only to hand Ray Train its entry
+    # point, and the training loop imports TorchRec (~2 CPU-s per process; test_imports.py).
+    from ads_ranking_pipelines.training.train_loop import run_worker
 
     rank, run_dir = ctx.get_world_rank(), config["days"][i]["run_dir"]
     valid = entry["valid"][rank].iterator() if entry["valid"] else None

@@ -36,8 +36,7 @@ import torch
 
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.training.model import feature_spec_from_dict
-from ads_ranking_pipelines.training.train_loop import run_worker
-from ads_ranking_pipelines.training.worker import quiet_warnings
+from ads_ranking_pipelines.training.quiet import quiet_warnings
 
 PUT_TIMEOUT_S = 30.0
 DATASET_NAME = "train"
@@ -72,6 +71,10 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     """Ray Train entry point (see module docstring for ``config``)."""
     import ray.train
     import ray.train.torch
+
+    # Here, not at the top: the job driver imports this module only to hand Ray Train this
+    # function, and the training loop imports TorchRec (~2 CPU-s per process; test_imports.py).
+    from ads_ranking_pipelines.training.train_loop import run_worker
 
     quiet_warnings()
     params = TrainingParams.model_validate(config["params"])

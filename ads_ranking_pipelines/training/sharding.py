@@ -20,7 +20,6 @@ Requires an initialised default process group (or one passed in).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +37,7 @@ from torchrec.optim.optimizers import in_backward_optimizer_filter
 from torchrec.optim.rowwise_adagrad import RowWiseAdagrad
 
 from ads_ranking_pipelines.training import grad_sync
+from ads_ranking_pipelines.training.plan_summary import format_plan
 
 EMBEDDING_OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "rowwise_adagrad": RowWiseAdagrad,
@@ -158,32 +158,3 @@ def summarize_plan(plan: ShardingPlan) -> dict[str, dict[str, Any]]:
                 "shards": shards,
             }
     return out
-
-
-def format_plan(summary: dict[str, dict[str, Any]]) -> str:
-    """One line per table: ``t_user_id: table_wise on ranks [1] (fused)``."""
-    if not summary:
-        return "(no sharded tables)"
-    width = max(len(t) for t in summary)
-    lines = []
-    for table, info in summary.items():
-        shard_txt = ""
-        if len(info["shards"]) > 1:
-            shard_txt = " shards " + ", ".join(
-                f"r{s['rank']}:{s['sizes'][0]}x{s['sizes'][1]}@{s['offsets'][0]},{s['offsets'][1]}"
-                for s in info["shards"])
-        lines.append(f"{table:<{width}}  {info['sharding_type']:<12} ranks {info['ranks']} "
-                     f"kernel {info['compute_kernel']}{shard_txt}")
-    return "\n".join(lines)
-
-
-def plan_json(summary: dict[str, dict[str, Any]]) -> str:
-    return json.dumps(summary, sort_keys=True)
-
-
-def tables_per_rank(summary: dict[str, dict[str, Any]]) -> dict[int, list[str]]:
-    out: dict[int, list[str]] = {}
-    for table, info in summary.items():
-        for r in info["ranks"]:
-            out.setdefault(int(r), []).append(table)
-    return dict(sorted(out.items()))

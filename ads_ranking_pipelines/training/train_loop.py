@@ -39,10 +39,10 @@ from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.training.checkpoint import checkpoint_bytes, load_checkpoint, save_checkpoint
 from ads_ranking_pipelines.training.epoch import train_epoch, validate
 from ads_ranking_pipelines.training.features import FeatureSpec
+from ads_ranking_pipelines.training.selection import SELECTION_METRIC, selection_loss
 from ads_ranking_pipelines.training.warm_start import LocalWeights, apply as apply_warm_start
 from ads_ranking_pipelines.training.worker import ProgressFn, Worker, setup_worker
 
-SELECTION_METRIC = "selection_loss"      # params.early_stopping_metric as a loss (see selection_loss)
 
 # (metrics, local checkpoint dir) -> None; called on every rank, once per epoch.
 ReportFn = Callable[[dict[str, Any], str], None]
@@ -115,17 +115,6 @@ def effective_patience(params: TrainingParams, steps_per_epoch: int) -> int:
         return 0
     return max(params.early_stopping_patience,
                math.ceil(params.early_stopping_min_steps / max(1, steps_per_epoch)))
-
-
-def selection_loss(metrics: Mapping[str, Any], metric: str) -> float:
-    """What early stopping minimizes: the validation ``metric`` as a loss (training loss without
-    a validation slice)."""
-    if "valid_logloss" not in metrics:
-        return float(metrics["loss"])
-    ll, auc_ = float(metrics["valid_logloss"]), metrics.get("valid_auc")
-    if metric == "logloss" or auc_ is None:
-        return ll
-    return -float(auc_) if metric == "auc" else ll - float(auc_)
 
 
 def _log_epoch(w: Worker, metrics: dict[str, Any]) -> None:

@@ -38,13 +38,13 @@ from ads_ranking_pipelines.training.progress_box import ProgressBox
 from ads_ranking_pipelines.training.progress_pump import ProgressPump
 from ads_ranking_pipelines.training.reporting import Reporter
 from ads_ranking_pipelines.training import warm_start
-from ads_ranking_pipelines.training.sharding import format_plan
+from ads_ranking_pipelines.training.plan_summary import format_plan
 from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
 from ads_ranking_pipelines.training.ray_train_worker import (DATASET_NAME, VALID_DATASET_NAME, shard_name,
                                                               train_loop_per_worker)
 from ads_ranking_pipelines.training.checkpoint import read_train_state
-from ads_ranking_pipelines.training.train_loop import SELECTION_METRIC
-from ads_ranking_pipelines.training.worker import quiet_warnings
+from ads_ranking_pipelines.training.selection import SELECTION_METRIC
+from ads_ranking_pipelines.training.quiet import quiet_warnings
 from ads_ranking_pipelines.training.window import Window, load_window
 
 CHECKPOINTS_TO_KEEP = 2

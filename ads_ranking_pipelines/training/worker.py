@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -16,6 +15,7 @@ import torch.distributed as dist
 
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.training.features import FeatureSpec
+from ads_ranking_pipelines.training.quiet import quiet_warnings
 from ads_ranking_pipelines.training.model import build_model, set_id_counts
 from ads_ranking_pipelines.training.sharding import ShardedModel, shard_model
 from ads_ranking_pipelines.training.step_profile import StepProfile
@@ -52,16 +52,6 @@ class Worker:
             fn = getattr(cb, hook, None)
             if fn is not None:
                 fn(rank=self.rank, **kwargs)
-
-
-def quiet_warnings() -> None:
-    """TorchRec/DDP emit deprecation warnings per module on every rank; keep worker logs readable."""
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    warnings.filterwarnings("ignore", category=DeprecationWarning)
-    warnings.filterwarnings("ignore", message=".*autograd kernel was not registered.*")
-    warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
-    warnings.filterwarnings("ignore", message=".*is_fx_tracing.*")
-    warnings.filterwarnings("ignore", message=".*NumPy array is not writable.*")
 
 
 def setup_worker(params: TrainingParams, feature_spec: FeatureSpec, *, device: torch.device,

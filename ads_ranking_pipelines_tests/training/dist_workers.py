@@ -18,7 +18,7 @@ from ads_ranking_pipelines.training.sharding import shard_model
 from ads_ranking_pipelines.training.checkpoint import load_checkpoint, read_train_state, save_checkpoint
 from ads_ranking_pipelines.training.train_loop import run_worker
 from ads_ranking_pipelines.training.train_step import set_learning_rates
-from ads_ranking_pipelines.training.worker import quiet_warnings
+from ads_ranking_pipelines.training.quiet import quiet_warnings
 
 from .toy import tiny_params, tiny_spec, toy_arrays
 

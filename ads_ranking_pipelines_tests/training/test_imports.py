@@ -63,3 +63,16 @@ def test_the_range_s_day_feed_actor_is_defined_where_torch_is_not_imported():
 
     modules = _modules_after(f"import {range_trainer.DayFeed.__module__}\n")
     assert not {m for m in modules if m.split(".")[0] in ("torch", "torchrec", "fbgemm_gpu")}
+
+
+def test_a_training_job_s_driver_imports_no_torchrec():
+    """The driver of a run's Ray job starts Ray Train (handing it the workers' entry points),
+    prints the plan rank 0 reports, exports the best checkpoint and evaluates versions: none of
+    it shards a model, and TorchRec's import cost ~2 CPU-s in every driver (measured here)."""
+    modules = _modules_after(
+        "import ads_ranking_pipelines.ray_jobs.run_driver, ads_ranking_pipelines.ray_jobs.train\n"
+        "import ads_ranking_pipelines.ray_jobs.evaluate, ads_ranking_pipelines.ray_jobs.infer\n"
+        "from ads_ranking_pipelines.training.range_trainer import train_range\n"
+        "from ads_ranking_pipelines.training.trainer import train\n"
+        "from ads_ranking_pipelines.training.evaluate import evaluate_version\n")
+    assert "torch" in modules and not {m for m in modules if m.split(".")[0] in ("torchrec", "fbgemm_gpu")}

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from ads_ranking_pipelines.training.batches import make_batch
-from ads_ranking_pipelines.training.sharding import format_plan, tables_per_rank
+from ads_ranking_pipelines.training.plan_summary import format_plan, tables_per_rank
 from ads_ranking_pipelines.training.trainer import load_unsharded
 from ads_ranking_pipelines.training.checkpoint import TRAIN_STATE_FILE, read_train_state
 

@@ -3,7 +3,8 @@
 import pytest
 
 from ads_ranking_pipelines.config.training import TrainingParams
-from ads_ranking_pipelines.training.train_loop import LoopState, effective_patience, selection_loss
+from ads_ranking_pipelines.training.selection import selection_loss
+from ads_ranking_pipelines.training.train_loop import LoopState, effective_patience
 
 
 def test_selection_loss_follows_the_metric_and_falls_back_to_training_loss():

@@ -8,7 +8,7 @@ from ads_ranking_pipelines.training import warm_start
 from ads_ranking_pipelines.training.batches import make_batch
 from ads_ranking_pipelines.training.model import build_model
 from ads_ranking_pipelines.training.sharding import shard_model
-from ads_ranking_pipelines.training.worker import quiet_warnings
+from ads_ranking_pipelines.training.quiet import quiet_warnings
 
 from .toy import tiny_params, tiny_spec, toy_arrays
 
