@@ -1,11 +1,14 @@
 """A backfill cancelled mid-training, as from the UI: the run is launched through the real run
 queue (``dagster job launch`` + ``dagster-daemon run`` on a temporary instance with the shipped
 settings) and cancelled through ``instance.run_coordinator.cancel_run`` (what the UI's
-Terminate does) while the second of three days trains.
+Terminate does) once day 1 is complete and day 2 trains.
 
-Then: the run is CANCELED with a message naming what was kept and discarded; the champion is
-unchanged; day 1's version is complete and recorded, day 2's half-written version is gone, day 3
-never started; the cluster and every Ray process are gone.
+Then: the run is CANCELED with a message naming the day it stopped in and what was kept and
+discarded; the champion is unchanged; the days before that one are complete and recorded, its
+half-written version is gone, the days after it never started; the cluster and every Ray process
+are gone. The cancel travels (daemon, run process, Ray job) while training goes on: it lands in
+day 2 as a rule, but a day of this size can end before it lands (seen once, 2026-12-07), so the
+checks follow the day the run names, which must come after day 1 and before the end.
 """
 
 from __future__ import annotations
@@ -116,14 +119,20 @@ def test_cancelling_a_backfill_mid_training_keeps_finished_days_and_nothing_half
 
     said = next((m for m in messages if m.startswith("the run was cancelled while training")), None)
     assert said is not None, "\n".join(messages[-30:])
-    assert said.startswith(f"the run was cancelled while training {DAYS[1]} ({v2} not kept"), said
-    assert f"kept 1 complete version(s) of the days before ({v1}); not trained: {DAYS[2]}" in said
+    versions = [v1, v2, v3]
+    stopped = next((i for i, d in enumerate(DAYS) if said.startswith(f"the run was cancelled while training {d} (")),
+                   None)
+    assert stopped in (1, 2), said                            # after day 1 (waited for), before the end
+    kept, after = versions[:stopped], DAYS[stopped + 1:]
+    assert said.startswith(f"the run was cancelled while training {DAYS[stopped]} ({versions[stopped]} not kept"), said
+    assert (f"kept {stopped} complete version(s) of the days before ({', '.join(kept)}); "
+            f"not trained: {', '.join(map(str, after)) or 'none'}") in said
     assert f"the champion is unchanged ({PRIOR})" in said
     assert any("stopping Ray job" in m for m in messages)
     assert registry.champion_version() == PRIOR and registry.history() == history
-    assert registry.versions() == [PRIOR, v1]
-    assert not fs.exists(registry.version_uri(v2)) and not fs.exists(registry.version_uri(v3))
-    assert trained == {DAYS[0].isoformat()}                   # day 1 is recorded as materialized, nothing else
+    assert registry.versions() == [PRIOR, *kept]
+    assert not any(fs.exists(registry.version_uri(v)) for v in versions[stopped:])
+    assert trained == {d.isoformat() for d in DAYS[:stopped]}  # the kept days are recorded as materialized, nothing else
     stop_daemon()                 # the Ray nodes run in sessions of their own: stopping the daemon spares them
     assert wait_no_processes(str(ads_home)) == []
     assert not list((ads_home / "clusters").glob("*.json"))
