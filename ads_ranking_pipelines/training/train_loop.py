@@ -43,7 +43,6 @@ from ads_ranking_pipelines.training.selection import SELECTION_METRIC, selection
 from ads_ranking_pipelines.training.warm_start import LocalWeights, apply as apply_warm_start
 from ads_ranking_pipelines.training.worker import ProgressFn, Worker, setup_worker
 
-
 # (metrics, local checkpoint dir) -> None; called on every rank, once per epoch.
 ReportFn = Callable[[dict[str, Any], str], None]
 # epoch index (0-based) -> iterable of numpy batches {"dense", "sparse", "label"}

@@ -15,8 +15,8 @@ import torch.distributed as dist
 
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.training.features import FeatureSpec
-from ads_ranking_pipelines.training.quiet import quiet_warnings
 from ads_ranking_pipelines.training.model import build_model, set_id_counts
+from ads_ranking_pipelines.training.quiet import quiet_warnings
 from ads_ranking_pipelines.training.sharding import ShardedModel, shard_model
 from ads_ranking_pipelines.training.step_profile import StepProfile
 
