@@ -7,8 +7,8 @@ not import TorchRec (~2 CPU-s per process here; see ``test_imports.py``).
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
 
 def format_plan(summary: dict[str, dict[str, Any]]) -> str:
     """One line per table: ``t_user_id: table_wise on ranks [1] (fused)``."""
@@ -25,10 +25,6 @@ def format_plan(summary: dict[str, dict[str, Any]]) -> str:
         lines.append(f"{table:<{width}}  {info['sharding_type']:<12} ranks {info['ranks']} "
                      f"kernel {info['compute_kernel']}{shard_txt}")
     return "\n".join(lines)
-
-
-def plan_json(summary: dict[str, dict[str, Any]]) -> str:
-    return json.dumps(summary, sort_keys=True)
 
 
 def tables_per_rank(summary: dict[str, dict[str, Any]]) -> dict[int, list[str]]:
