@@ -5,8 +5,8 @@
 # first python3 on PATH: it is built with PGO and LTO into a statically linked interpreter, while
 # pyenv's default build (the python3 on the dev machines) links a shared libpython without either.
 # This project's processes are mostly Python starting and importing (Ray's daemons and workers,
-# Dagster's, the CLI's): side by side, 12-20 % fewer CPU-seconds with it; whole make test runs,
-# 2,421-2,574 busy core-s (three) vs 2,586-2,768 with pyenv's (four) (benchmarks/DESIGN_MEASUREMENTS.md).
+# Dagster's, the CLI's): side by side on three end-to-end tests, 144 / 144 busy core-s with it vs
+# 191 / 180 with pyenv's (-22 %; whole suite runs spread too much to show it alone; benchmarks/DESIGN_MEASUREMENTS.md).
 DISTRO_PYTHON := /usr/bin/python3.11
 PYTHON ?= $(if $(shell $(DISTRO_PYTHON) -c 'import ensurepip, venv' 2>/dev/null && echo ok),$(DISTRO_PYTHON),python3)
 VENV   ?= .venv
