@@ -28,6 +28,11 @@ def _modules_after(code: str) -> set[str]:
     return set(__import__("json").loads(out.stdout.strip().splitlines()[-1]))
 
 
+def _of(modules: set[str], packages: tuple[str, ...]) -> set[str]:
+    """The modules of ``packages`` among ``modules``."""
+    return {m for m in modules if m.split(".")[0] in packages}
+
+
 def test_scoring_a_saved_version_imports_no_torchrec(tmp_path):
     """Batch inference and evaluation load versions in fresh Ray workers and job drivers:
     torchrec costs ~2 s of import per process here and scoring on CPU does not need it."""
@@ -44,14 +49,14 @@ def test_scoring_a_saved_version_imports_no_torchrec(tmp_path):
         f"p = load_predictor({str(tmp_path / 'v')!r})\n"
         "s = p.predict(np.zeros((5, 3), np.float32), np.ones((5, 4), np.int64))\n"
         "assert s.shape == (5,)\n")
-    assert "torch" in modules and not {m for m in modules if m.split(".")[0] in ("torchrec", "fbgemm_gpu")}
+    assert "torch" in modules and not _of(modules, ("torchrec", "fbgemm_gpu"))
 
 
 def test_the_inference_job_driver_imports_no_torch():
     """The inference job's driver only plans the Ray Data pipeline; its map tasks load torch."""
     modules = _modules_after("import ads_ranking_pipelines.ray_jobs.infer\n"
                              "from ads_ranking_pipelines.training.inference import score_day, score_chunks\n")
-    assert not {m for m in modules if m.split(".")[0] in ("torch", "torchrec")}
+    assert not _of(modules, ("torch", "torchrec"))
 
 
 def test_the_range_s_day_feed_actor_is_defined_where_torch_is_not_imported():
@@ -62,7 +67,7 @@ def test_the_range_s_day_feed_actor_is_defined_where_torch_is_not_imported():
     from ads_ranking_pipelines.training import range_trainer
 
     modules = _modules_after(f"import {range_trainer.DayFeed.__module__}\n")
-    assert not {m for m in modules if m.split(".")[0] in ("torch", "torchrec", "fbgemm_gpu")}
+    assert not _of(modules, ("torch", "torchrec", "fbgemm_gpu"))
 
 
 def test_a_training_job_s_driver_imports_no_torchrec():
@@ -75,4 +80,4 @@ def test_a_training_job_s_driver_imports_no_torchrec():
         "from ads_ranking_pipelines.training.range_trainer import train_range\n"
         "from ads_ranking_pipelines.training.trainer import train\n"
         "from ads_ranking_pipelines.training.evaluate import evaluate_version\n")
-    assert "torch" in modules and not {m for m in modules if m.split(".")[0] in ("torchrec", "fbgemm_gpu")}
+    assert "torch" in modules and not _of(modules, ("torchrec", "fbgemm_gpu"))
