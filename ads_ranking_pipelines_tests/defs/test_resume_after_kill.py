@@ -42,7 +42,7 @@ from ads_ranking_pipelines_tests.defs.dead_run import (
 from ads_ranking_pipelines_tests.defs.gates import TINY_MODEL_GATES, gate_args
 
 DAYS = [dt.date(2026, 3, 10), dt.date(2026, 3, 11), dt.date(2026, 3, 12)]
-EPOCHS = 60         # ~0.3 s each: the dead run's processes stop (~10 s) well before day 2 could end
+EPOCHS = 30         # ~0.3 s each: the dead run's processes stop (~1-3 s) well before day 2 could end
 COMMAND = ["pipeline", "backfill", "--from", DAYS[0].isoformat(), "--to", DAYS[-1].isoformat(), "--verbose",
            "--window-days", "2", "--workers", "1", "--batch-size", "256", "--rows-per-day", "2000",
            "--epochs", str(EPOCHS), "--param", "early_stopping_patience=0", "--param", "hash_buckets=1000",
