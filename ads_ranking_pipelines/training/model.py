@@ -171,6 +171,15 @@ class IdCounts(nn.Module):
         return remapped, count_dense
 
 
+def _embedding(rows: int, dim: int, device: torch.device | None) -> nn.Embedding:
+    """An ``nn.Embedding``; on ``meta`` (a version about to be loaded) without its initializer:
+    ``normal_`` on a meta tensor imports ``torch._dynamo`` (~0.7 CPU-s in every scoring worker
+    and job driver here, measured), and the loaded weights replace it anyway."""
+    if device is not None and torch.device(device).type == "meta":
+        return nn.Embedding(rows, dim, _weight=torch.empty(rows, dim, device=device))
+    return nn.Embedding(rows, dim, device=device)
+
+
 class PlainTables(nn.Module):
     """The embedding tables as plain ``nn.Embedding`` rows, for serving on one CPU process: the
     same parameter names as the ``EmbeddingBagCollection`` (``embedding_bags.t_<feature>.weight``),
@@ -182,7 +191,7 @@ class PlainTables(nn.Module):
         super().__init__()
         self.features = tuple(features)
         self.embedding_bags = nn.ModuleDict({
-            table_name(f): nn.Embedding(int(table_sizes[f]), dims[f], device=device) for f in self.features})
+            table_name(f): _embedding(int(table_sizes[f]), dims[f], device) for f in self.features})
 
     def forward(self, ids: torch.Tensor) -> list[torch.Tensor]:
         return [self.embedding_bags[table_name(f)](ids[:, j]) for j, f in enumerate(self.features)]
