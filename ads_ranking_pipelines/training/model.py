@@ -173,10 +173,10 @@ class IdCounts(nn.Module):
 
 def _embedding(rows: int, dim: int, device: torch.device | None) -> nn.Embedding:
     """An ``nn.Embedding``; on ``meta`` (a version about to be loaded) without its initializer:
-    ``normal_`` on a meta tensor imports ``torch._dynamo`` (~0.7 CPU-s in every scoring worker
+    ``normal_`` on a meta tensor imports ``torch._dynamo`` (~1.4 CPU-s in every scoring worker
     and job driver here, measured), and the loaded weights replace it anyway."""
     if device is not None and torch.device(device).type == "meta":
-        return nn.Embedding(rows, dim, _weight=torch.empty(rows, dim, device=device))
+        return nn.Embedding.from_pretrained(torch.empty(rows, dim, device=device), freeze=False)
     return nn.Embedding(rows, dim, device=device)
 
 

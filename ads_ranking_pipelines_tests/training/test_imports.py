@@ -37,7 +37,7 @@ def test_scoring_a_saved_version_imports_no_torchrec(tmp_path):
     """Batch inference and evaluation load versions in fresh Ray workers and job drivers:
     torchrec costs ~2 s of import per process here and scoring on CPU does not need it; nor
     does it need ``torch._dynamo``, which initializing the tables on ``meta`` imported (loading
-    a tiny version in a fresh process: 4.0 -> 2.8 CPU-s)."""
+    a tiny version in a fresh process: 3.8 -> 2.4 CPU-s)."""
     from ads_ranking_pipelines.training.export import save_model_version
     from ads_ranking_pipelines.training.model import build_model
 
