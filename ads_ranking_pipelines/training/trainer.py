@@ -129,6 +129,7 @@ def check_finished(last_state: dict[str, Any], params: TrainingParams) -> None:
         raise RuntimeError(f"last checkpoint has {done} epoch(s), expected {params.epochs} "
                            "or an early stop")
 
+
 def warm_start_state(init_model_uri: str | None, params: TrainingParams, feature_spec: FeatureSpec,
                      reporter: Reporter) -> dict[str, torch.Tensor] | None:
     """The weights of the version at ``init_model_uri`` when they fit this model (checked against
