@@ -130,33 +130,15 @@ def check_finished(last_state: dict[str, Any], params: TrainingParams) -> None:
                            "or an early stop")
 
 
-def warm_start_state(init_model_uri: str | None, params: TrainingParams, feature_spec: FeatureSpec,
-                     reporter: Reporter) -> dict[str, torch.Tensor] | None:
-    """The weights of the version at ``init_model_uri`` when they fit this model (checked against
-    its plain-tables build on ``meta``: no TorchRec), else None, saying why in the log."""
-    if not init_model_uri:
-        return None
-    state = warm_start.read_weights(init_model_uri)
-    model = build_model(params, feature_spec, device=torch.device("meta"), plain_tables=True)
-    why = warm_start.incompatibility(state, model)
-    if why:
-        reporter.log(f"warm start from {init_model_uri} skipped, training from scratch: {why}")
-        return None
-    reporter.log(f"warm start from {init_model_uri}")
-    return state
-
-
 def warm_start_ref(spec: TrainJobSpec, params: TrainingParams, feature_spec: FeatureSpec,
                    reporter: Reporter) -> Any:
     """The earlier version's weights in the object store, or None (no warm start, or it does not fit)."""
-    state = warm_start_state(spec.init_model_uri, params, feature_spec, reporter)
+    state = warm_start.weights_for(spec.init_model_uri, params, feature_spec, reporter.log)
     if state is None:
         return None
     import ray
 
     return ray.put(state)
-
-
 
 
 def best_checkpoint(result: Any, best_epoch: int):

@@ -11,12 +11,15 @@ warm start.
 from __future__ import annotations
 
 import io
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 from torch import nn
 
+from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.storage import fs
+from ads_ranking_pipelines.training.features import FeatureSpec
+from ads_ranking_pipelines.training.model import build_model
 
 WEIGHTS_FILE = "weights.pt"
 
@@ -37,6 +40,22 @@ def incompatibility(state: Mapping[str, torch.Tensor], model: nn.Module) -> str 
         if tuple(state[key].shape) != tuple(target.shape):
             return f"{key} has shape {tuple(state[key].shape)}, the new model {tuple(target.shape)}"
     return None
+
+
+def weights_for(version_uri: str | None, params: TrainingParams, feature_spec: FeatureSpec,
+                log: Callable[[str], None]) -> dict[str, torch.Tensor] | None:
+    """The weights of the version at ``version_uri`` when they fit the model of ``params`` and
+    ``feature_spec`` (checked against its plain-tables build on ``meta``: the same state dict,
+    and no TorchRec in the driver), else None, saying why in ``log``."""
+    if not version_uri:
+        return None
+    state = read_weights(version_uri)
+    why = incompatibility(state, build_model(params, feature_spec, device=torch.device("meta"), plain_tables=True))
+    if why:
+        log(f"warm start from {version_uri} skipped, training from scratch: {why}")
+        return None
+    log(f"warm start from {version_uri}")
+    return state
 
 
 def _local_slices(target: Any) -> list[tuple[torch.Tensor, tuple[slice, ...]]]:
