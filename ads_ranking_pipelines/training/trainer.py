@@ -108,9 +108,12 @@ def ray_train_env(environ: Any = None) -> Any:
 def load_unsharded(checkpoint_dir: str, params: TrainingParams, feature_spec: FeatureSpec) -> DLRM:
     """The model of a DCP checkpoint, reassembled into plain CPU tensors in this process, in its
     serving form (plain tables: the same state dict, sparse ids in): the job driver exports
-    versions without TorchRec, whose import cost it ~2.5 CPU-s at every job's first export."""
+    versions without TorchRec, whose import cost it ~2.5 CPU-s at every job's first export.
+    Built on ``meta`` and given uninitialized CPU storage: the checkpoint fills every entry
+    (``load_state_dict`` below is strict), so a random init of the tables would be thrown away."""
     quiet_warnings()
-    model = build_model(params, feature_spec, device=torch.device("cpu"), plain_tables=True)
+    model = build_model(params, feature_spec, device=torch.device("meta"), plain_tables=True)
+    model.to_empty(device=torch.device("cpu"))
     state = {"model": model.state_dict()}
     dcp.load(state, checkpoint_id=checkpoint_dir, no_dist=True)
     model.load_state_dict(state["model"])
