@@ -9,7 +9,7 @@ by :mod:`benchmarks.run_all`. Inside it:
   session exit) run, and file descriptor 1 pointed at stderr so that library chatter never
   reaches stdout. The benchmark's one JSON line is written to the saved real stdout.
 * :func:`local_ray` starts an in-process local Ray (``ray.init``) inside that temp dir, the way
-  ``ads_ranking_pipelines_tests/training/test_ray_train.py`` does, and always shuts it down.
+  the training tests' ``local_ray`` fixture does, and always shuts it down.
 * :func:`synthetic_source` writes synthetic event days with ``events.layout.ensure_synthetic_days``.
 
 Nothing here writes into the repository.

@@ -77,17 +77,18 @@ def params_summary(p) -> dict[str, Any]:
 
 
 def run_ours(tmp: str, source, days: list[dt.date], p, tag: str) -> dict[str, Any]:
-    """``trainer.train`` on the already-initialised local Ray; the trainer's own epoch figures,
-    the phase table (``profile_steps``) and the threads each worker measured."""
-    from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
-    from ads_ranking_pipelines.training.trainer import train
+    """``range_trainer.train_range`` over one day (the pipeline's training path) on the
+    already-initialised local Ray; the trainer's own epoch figures, the phase table
+    (``profile_steps``) and the threads each worker measured."""
+    from ads_ranking_pipelines.contracts.ranges import TrainDay, TrainRangeSpec
+    from ads_ranking_pipelines.training.range_trainer import train_range
 
-    spec = TrainJobSpec(params=p, source=source, train_days=tuple(days), model_version=tag,
-                        model_uri=os.path.join(tmp, "models", tag),
-                        ray_storage_uri=os.path.join(tmp, "ray_results"), run_name=f"bench-{tag}")
+    spec = TrainRangeSpec(params=p, source=source, ray_storage_uri=os.path.join(tmp, "ray_results"), days=(
+        TrainDay(day=days[-1] + dt.timedelta(days=1), train_days=tuple(days), model_version=tag,
+                 model_uri=os.path.join(tmp, "models", tag), run_name=f"bench-{tag}"),))
     reporter = QuietReporter()
     t0 = time.perf_counter()
-    result = train(spec, reporter)
+    ((_, result),) = list(train_range(spec, lambda i: reporter))
     call_s = time.perf_counter() - t0
     hist = result.epoch_history
     st = steady(hist)

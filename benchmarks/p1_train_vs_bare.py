@@ -13,7 +13,7 @@ figures that say which part is Ray's overhead and which is distribution (issue 2
   faster bare run), kept for the table's history.
 
 
-ours  ``training.trainer.train`` (TorchTrainer, 2 workers x 1 CPU x 1 torch thread, TorchRec DMP
+ours  ``training.range_trainer.train_range`` over one day (TorchTrainer, 2 workers x 1 CPU x 1 torch thread, TorchRec DMP
       over gloo, each fed by its own materialized Ray Data dataset) on an in-process local Ray, with
       ``profile_steps`` on. Figure: the trainer's own per-epoch ``samples_per_s`` (all workers'
       samples / rank 0's epoch time), samples-weighted over the epochs after the first. An

@@ -1,6 +1,6 @@
 """P2: our Ray Train path with 2 workers vs 1 worker (weak scaling on 2 cores).
 
-Both runs: ``training.trainer.train`` on one in-process local Ray, the same materialized rows,
+Both runs: ``training.range_trainer.train_range`` (one day) on one in-process local Ray, the same materialized rows,
 the same per-worker batch (1024) and 1 CPU / 1 torch thread per worker. With 1 worker there is
 one rank holding every table (no all-to-all partner, gloo collectives of a world of 1); with 2
 the tables are split and each step moves pooled embeddings between the ranks. Figure: the

@@ -13,7 +13,7 @@ Then it reads the run back from the Dagster instance:
 * ``total_s``: wall time of the ``run_pipeline`` call (definitions, run launch, all steps,
   cluster teardown, summary).
 * ``in_job_compute_s``: what the jobs report doing: ``trained_model.wall_seconds`` (all of
-  ``trainer.train``: ray.init in the job, read + materialize, Ray Train worker-group start,
+  ``range_trainer.train_range``: ray.init in the job, read + materialize, Ray Train worker-group start,
   epochs, checkpoints, export) + ``model_evaluation.eval_seconds`` (scoring + the XGBoost
   baseline + champion/oracle) + ``batch_scores.seconds`` (Ray Data read/score/write).
 * ``overhead_s = total_s - in_job_compute_s`` (orchestration, preflight data checks, cluster

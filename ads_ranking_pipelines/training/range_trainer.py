@@ -10,7 +10,7 @@ this thread,
 2. forwards the workers' progress records (put in the same ``DayFeed``, which is the run's
    progress box too: one actor, not two) to the day's reporter (``reporter_for(i)``),
 3. on each ``day_end`` record from rank 0, writes that day's model version complete (the best
-   epoch's checkpoint of the day's run folder, as ``trainer.train`` writes a single day's) and
+   epoch's checkpoint of the day's run folder, ``trainer.write_version``) and
    yields ``(i, TrainResult)`` while the workers train the next day.
 
 A failure on day k raises after the days before k were yielded (their versions complete).
@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
 from ads_ranking_pipelines.contracts.ranges import TrainRangeSpec
 from ads_ranking_pipelines.storage import fs
@@ -144,12 +145,21 @@ def _config(spec: TrainRangeSpec, feature_spec: FeatureSpec, storage: str, feed:
             "feed": feed, "warm_start": warm_ref, "warm_start_days": spec.warm_start, **(extra or {})}
 
 
+def sliding_window(params: TrainingParams, feature_spec: FeatureSpec) -> SlidingWindow:
+    """The range's windows, read in this driver: every block on this node, so a lost worker node
+    loses none (``window.py``). Each rank reads its dataset's blocks in the order they were put,
+    so a seed gives each rank the same rows in the same order on any cluster."""
+    import ray.data
+
+    ray.data.DataContext.get_current().execution_options.preserve_order = True
+    return SlidingWindow(feature_spec, with_id_counts=params.min_id_count > 1 or params.count_features)
+
+
 def train_range(spec: TrainRangeSpec, reporter_for: Callable[[int], Reporter], *,
                 worker_config: dict[str, Any] | None = None) -> Iterator[tuple[int, single.TrainResult]]:
     """Train the range's days on one worker group; yields each day's result as its version is
     written (see the module docstring). ``worker_config`` adds keys to the workers' config."""
     import ray
-    import ray.data
 
     params, n = spec.params, len(spec.days)
     days = [spec.day_spec(i) for i in range(n)]
@@ -158,8 +168,7 @@ def train_range(spec: TrainRangeSpec, reporter_for: Callable[[int], Reporter], *
         ray.init()
     single.start_train_coordinator()
     storage = fs.normalize(spec.ray_storage_uri)
-    ray.data.DataContext.get_current().execution_options.preserve_order = True
-    sliding = SlidingWindow(feature_spec, with_id_counts=params.min_id_count > 1 or params.count_features)
+    sliding = sliding_window(params, feature_spec)
     feed = ray.remote(DayFeed).options(num_cpus=0, **single.on_this_node()).remote()
     t0 = time.perf_counter()
     windows = {0: _post(feed, 0, days[0], sliding, reporter_for(0))}

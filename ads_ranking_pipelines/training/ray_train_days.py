@@ -1,21 +1,24 @@
 """The Ray Train side of a range: ONE worker group trains the range's days in date order.
 
-``train_days_per_worker(config)`` is the ``train_loop_per_worker`` of the range's one
-``TorchTrainer.fit()`` (``range_trainer``). Per day it takes that day's per-rank datasets from
+``train_days_per_worker(config)`` is what every worker of the range's one
+``TorchTrainer.fit()`` runs (``range_trainer``; a single day is a range of one). Per day it takes that day's per-rank datasets from
 the driver's :class:`~ads_ranking_pipelines.training.day_feed.DayFeed`, trains the day's epochs with ``train_loop.run_worker`` (early
 stopping, a checkpoint per epoch into the day's own run folder: ``day_checkpoints``), and rank 0
 puts a ``day_end`` record in the progress box, on which the driver writes that day's model
 version while the workers go on with the next day. With warm start, each next day starts from
 the best epoch's weights the ranks kept in memory (``warm_start.LocalWeights``); day 1 starts
-from ``config["warm_start"]`` (an earlier version, put by the driver) as a single day does.
+from ``config["warm_start"]`` (an earlier version, put by the driver).
 
 A restarted worker group (Ray Train's ``FailureConfig``) or a re-launched job finds, per day,
 where the day's checkpoints stop: finished days are announced again (the driver ignores a day
 it has written), the first unfinished day resumes from its latest checkpoint, warm-started (if
 it has none) from the version of the day before, which the driver writes (waited for).
 
-Config keys besides ``ray_train_worker``'s (``params``, ``feature_spec``, ``progress_box``,
-``progress_every_s``, ``shuffle_buffer``, ``callbacks``): ``days`` (per day ``run_dir`` and
+Config keys: ``params`` (``TrainingParams.model_dump(mode="json")``), ``feature_spec``
+(``dataclasses.asdict(FeatureSpec)``), ``progress_box`` (the driver's box, rank 0 puts its
+records there), ``progress_every_s``, ``shuffle_buffer`` (rows of local shuffle buffer),
+``callbacks`` (objects with ``on_epoch_start(rank, epoch)`` / ``on_step(rank, epoch, step)``:
+observers, and the way tests inject faults), ``days`` (per day ``run_dir`` and
 ``model_uri``), ``feed`` (the :class:`DayFeed` handle), ``warm_start`` (ref or None),
 ``warm_start_days`` (each later day starts from the day before).
 """

@@ -2,8 +2,8 @@
 checkpoint every epoch.
 
 :func:`run_worker` needs only an initialised ``torch.distributed`` process group, so it runs
-under Ray Train (``ray_train_worker.train_loop_per_worker`` adapts Ray's context, dataset
-shards, checkpoints and reports to it) and under plain ``torch.multiprocessing`` in tests. The
+under Ray Train (``ray_train_days.train_days_per_worker`` adapts Ray's context, the days'
+datasets, checkpoints and reports to it) and under plain ``torch.multiprocessing`` in tests. The
 rooms, each short enough to read at once (after torchtitan's ``train.py``):
 
 ``worker.py``       one rank's model, optimizers and settings (``setup_worker``)

@@ -1,19 +1,14 @@
-"""The training driver: the window -> Ray Train (TorchRec DMP workers) -> a model version.
+"""What the range training driver (``range_trainer.train_range``) uses around Ray Train.
 
-``train(spec, reporter)`` runs in the Ray driver (a Ray job's entrypoint, or any process that
-can ``ray.init``). It
+The result of a day (``TrainResult``), the workers' resources and torch config, Ray Train's
+environment for one ``fit()``, the cluster's autoscaling coordinator started early, the
+progress box's take and the actor placement on the driver's node, an earlier version's weights
+put once for warm start, and a day's best checkpoint read back into an unsharded CPU model
+(no process group: DCP reassembles the shards into plain tensors) and written as the version.
 
-1. reads the window's parquet days (only the feature/label columns), transforms them to
-   ``dense``/``sparse``/``label``, holds out the time-last part for validation, shuffles the
-   rest and puts both in this node's object store as one Ray Dataset per worker (``window.py``:
-   why in the driver, why per worker; the datasets are already materialized, so the 1-CPU
-   workers filling a small cluster never wait for a read task that cannot get a CPU),
-2. runs a ``TorchTrainer`` of ``ray_train_worker.train_loop_per_worker`` (checkpoint per epoch; a
-   restarted worker group or a re-launched run with the same ``run_name`` resumes from the
-   latest checkpoint),
-3. forwards live progress records from rank 0 (a ``progress_box.ProgressBox`` actor) to the reporter,
-4. loads the final DCP checkpoint into an unsharded CPU model here (no process group: DCP
-   reassembles the shards into plain tensors) and writes it to ``spec.model_uri``.
+(A single-day ``train(spec, reporter)`` with its own Ray Train run lived here too; production
+trains every day, one or many, through ``train_range``, so it went, and the benchmarks train
+through ``train_range`` as well.)
 """
 
 from __future__ import annotations
@@ -22,7 +17,6 @@ import contextlib
 import dataclasses
 import math
 import os
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -30,24 +24,16 @@ import torch
 import torch.distributed.checkpoint as dcp
 
 from ads_ranking_pipelines.config.training import TrainingParams
-from ads_ranking_pipelines.storage import fs
 from ads_ranking_pipelines.training.export import save_model_version
 from ads_ranking_pipelines.training.features import FeatureSpec
 from ads_ranking_pipelines.training.model import DLRM, build_model
-from ads_ranking_pipelines.training.progress_box import ProgressBox
-from ads_ranking_pipelines.training.progress_pump import ProgressPump
 from ads_ranking_pipelines.training.reporting import Reporter
 from ads_ranking_pipelines.training import warm_start
 from ads_ranking_pipelines.training.plan_summary import format_plan
 from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
-from ads_ranking_pipelines.training.ray_train_worker import (DATASET_NAME, VALID_DATASET_NAME, shard_name,
-                                                              train_loop_per_worker)
-from ads_ranking_pipelines.training.checkpoint import read_train_state
-from ads_ranking_pipelines.training.selection import SELECTION_METRIC
 from ads_ranking_pipelines.training.quiet import quiet_warnings
-from ads_ranking_pipelines.training.window import Window, load_window
+from ads_ranking_pipelines.training.window import Window
 
-CHECKPOINTS_TO_KEEP = 2
 # Ray Train's controller checks its worker group every RAY_TRAIN_HEALTH_CHECK_INTERVAL_S (2 s by
 # default), so the end of training, and every step of the group's start, is noticed up to that
 # late. A quarter second costs a few tiny actor calls a second; a missed check is only an error
@@ -120,12 +106,6 @@ def load_unsharded(checkpoint_dir: str, params: TrainingParams, feature_spec: Fe
     return model.eval()
 
 
-def _checkpoint_dirs(run_dir: str) -> list[str]:
-    """The run's checkpoint folders (Ray Train names them ``checkpoint_<timestamp>``), oldest first."""
-    return [fs.join(run_dir, n) for n in fs.list_dir(run_dir)
-            if n.startswith("checkpoint_") and fs.is_dir(fs.join(run_dir, n))]
-
-
 def check_finished(last_state: dict[str, Any], params: TrainingParams) -> None:
     done = int(last_state["epochs_done"])
     if done != params.epochs and not last_state.get("stopped_early"):
@@ -142,35 +122,6 @@ def warm_start_ref(spec: TrainJobSpec, params: TrainingParams, feature_spec: Fea
     import ray
 
     return ray.put(state)
-
-
-def best_checkpoint(result: Any, best_epoch: int):
-    """The kept checkpoint of epoch ``best_epoch`` (the best validation loss of the run)."""
-    for ckpt, metrics in getattr(result, "best_checkpoints", None) or []:
-        if int(metrics.get("epoch", -1)) == best_epoch:
-            return ckpt
-    if result.checkpoint is not None:
-        with result.checkpoint.as_directory() as d:
-            if int(read_train_state(d)["epochs_done"]) == best_epoch:
-                return result.checkpoint
-    raise RuntimeError(f"the checkpoint of the best epoch ({best_epoch}) was not kept")
-
-
-def prepare_window(spec: TrainJobSpec, feature_spec: FeatureSpec, reporter: Reporter) -> Window:
-    """The window, read and shuffled in this driver (``window.load_window``), with its figures reported."""
-    import ray.data
-
-    t0 = time.perf_counter()
-    params = spec.params
-    # Each rank reads its own dataset's blocks in the order they were put (every block is on
-    # this node), so a seed gives each rank the same rows, in the same order, on any cluster.
-    ray.data.DataContext.get_current().execution_options.preserve_order = True
-    reporter.log(f"reading {len(spec.train_days)} day(s) of events from {spec.source.uri}")
-    window = load_window(spec, feature_spec, with_id_counts=params.min_id_count > 1 or params.count_features)
-    reporter.metrics("dataset", {"rows": window.rows, "train_rows": window.train_rows,
-                                 "valid_rows": window.rows - window.train_rows, "days": len(spec.train_days),
-                                 "read_s": round(time.perf_counter() - t0, 2)})
-    return window
 
 
 def start_train_coordinator() -> None:
@@ -197,13 +148,6 @@ def start_train_coordinator() -> None:
 TAKE_TIMEOUT_S = 30.0       # a box that does not answer a take this long is taken as dead
 
 
-def progress_box() -> Any:
-    """A progress box actor on the driver's node (see ``progress_box``)."""
-    import ray
-
-    return ray.remote(ProgressBox).options(num_cpus=0, **on_this_node()).remote()
-
-
 def take_from(box: Any) -> Callable[[], list[dict[str, Any]]]:
     """The pump's ``take`` for ``box``."""
     import ray
@@ -217,24 +161,6 @@ def on_this_node() -> dict[str, Any]:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     return {"scheduling_strategy": NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)}
-
-
-def _worker_config(params: TrainingParams, feature_spec: FeatureSpec, window: Window, box: Any,
-                  extra: dict[str, Any] | None, warm_ref: Any = None) -> dict[str, Any]:
-    """The config every worker's ``train_loop_per_worker`` receives (see ``ray_train_worker``)."""
-    return {
-        "params": params.model_dump(mode="json"),
-        "feature_spec": dataclasses.asdict(feature_spec),
-        "progress_box": box,
-        "progress_every_s": 5.0,
-        "steps_per_epoch": steps_per_epoch(window, params),
-        "equal_shards": True,
-        "has_validation": window.valid is not None,
-        "shuffle_buffer": 4 * params.batch_size,
-        "id_counts": window.id_counts,
-        "warm_start": warm_ref,
-        **(extra or {}),
-    }
 
 
 def steps_per_epoch(window: Window, params: TrainingParams) -> int:
@@ -255,92 +181,6 @@ def torch_config(uses_gpu: bool):
     if uses_gpu:
         return TorchConfig(backend="nccl")
     return TorchConfig(backend="gloo", timeout_s=GLOO_COLLECTIVE_TIMEOUT_S)
-
-
-def _trainer(spec: TrainJobSpec, config: dict[str, Any], window: Window, storage: str):
-    from ray.train import CheckpointConfig, DataConfig, FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchTrainer
-
-    params = spec.params
-    datasets = {shard_name(DATASET_NAME, r): ds for r, ds in enumerate(window.train)}
-    datasets.update({shard_name(VALID_DATASET_NAME, r): ds for r, ds in enumerate(window.valid or ())})
-    return TorchTrainer(
-        train_loop_per_worker,
-        train_loop_config=config,
-        scaling_config=ScalingConfig(num_workers=params.num_workers, use_gpu=params.uses_gpu,
-                                     resources_per_worker=resources(params)),
-        torch_config=torch_config(params.uses_gpu),
-        run_config=RunConfig(
-            name=spec.run_name,
-            storage_path=storage,
-            failure_config=FailureConfig(max_failures=params.max_failures),
-            # the best epochs by validation loss, plus (always, for resuming) the latest
-            checkpoint_config=CheckpointConfig(num_to_keep=CHECKPOINTS_TO_KEEP,
-                                               checkpoint_score_attribute=SELECTION_METRIC,
-                                               checkpoint_score_order="min"),
-        ),
-        datasets=datasets,
-        # every dataset is one rank's part already (window.rank_parts): none is split again
-        dataset_config=DataConfig(datasets_to_split=[]),
-    )
-
-
-def train(spec: TrainJobSpec, reporter: Reporter, *,
-          worker_config: dict[str, Any] | None = None) -> TrainResult:
-    """Train ``spec`` and write its model version; see the module docstring.
-
-    ``worker_config`` adds keys to the workers' config (``shuffle_buffer``, ``progress_every_s``,
-    ``callbacks``; see ``train_loop``).
-    """
-    import ray
-
-    t0 = time.perf_counter()
-    params = spec.params
-    feature_spec = FeatureSpec.from_source(spec.source, params.hash_buckets)
-    if not ray.is_initialized():
-        ray.init()
-    start_train_coordinator()
-    window = prepare_window(spec, feature_spec, reporter)
-    box = progress_box()
-    storage = fs.normalize(spec.ray_storage_uri)
-    warm_ref = warm_start_ref(spec, params, feature_spec, reporter)
-    trainer = _trainer(spec, _worker_config(params, feature_spec, window, box, worker_config,
-                                            warm_ref), window, storage)
-    reporter.log(f"training {params.num_workers} worker(s), at most {params.epochs} epoch(s), on "
-                 f"{window.train_rows} rows, validating on the last {window.rows - window.train_rows} "
-                 f"({'GPU' if params.uses_gpu else 'CPU'}), run {spec.run_name} under {storage}")
-    try:
-        with ProgressPump(take_from(box), reporter) as pump, ray_train_env():
-            result = trainer.fit()
-    finally:
-        try:
-            ray.kill(box)
-        except Exception:
-            pass
-    if result.checkpoint is None:
-        raise RuntimeError(f"training run {spec.run_name} finished without a checkpoint")
-    out = export_best(spec, feature_spec, result, pump, window, storage, reporter,
-                      warm_started=warm_ref is not None)
-    out.wall_seconds = round(time.perf_counter() - t0, 2)
-    reporter.log(f"model version {spec.model_version} written to {spec.model_uri} "
-                 f"(loss {out.final_loss:.5f}, {out.samples_per_s:.0f} samples/s, {out.wall_seconds:.1f}s)")
-    return out
-
-
-def export_best(spec: TrainJobSpec, feature_spec: FeatureSpec, result: Any, pump: ProgressPump,
-                window: Window, storage: str, reporter: Reporter, warm_started: bool = False) -> TrainResult:
-    """Write the best epoch's checkpoint as the model version; describe the run."""
-    params = spec.params
-    with result.checkpoint.as_directory() as ckpt_dir:
-        last_state = read_train_state(ckpt_dir)
-    check_finished(last_state, params)
-    checkpoint = best_checkpoint(result, int(last_state.get("best_epoch") or last_state["epochs_done"]))
-    with checkpoint.as_directory() as ckpt_dir:
-        state = read_train_state(ckpt_dir)
-        model = load_unsharded(ckpt_dir, params, feature_spec)
-    return write_version(spec, feature_spec, model, last_state, state, str(checkpoint.path),
-                         _checkpoint_dirs(fs.join(storage, spec.run_name)), pump.starts, pump.epochs, window,
-                         reporter, warm_started)
 
 
 def write_version(spec: TrainJobSpec, feature_spec: FeatureSpec, model: DLRM, last_state: dict[str, Any],

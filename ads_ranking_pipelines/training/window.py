@@ -10,7 +10,7 @@ each the same number of rows, which that worker iterates every epoch.
   (``benchmarks/DESIGN_MEASUREMENTS.md``, training window).
 * **Why the driver's node.** Blocks left on a worker node are lost with it, and Ray rebuilds
   them by re-running their tasks, which need a CPU the restarted training workers hold: the
-  resumed run waited forever (``test_prepare_window``). Blocks the driver puts live on its
+  resumed run waited forever (``test_window_blocks.py``). Blocks the driver puts live on its
   node as long as the job does. (Before, read tasks materialized the window on the worker
   nodes and it was then copied to the driver's node; the driver held it all either way.)
 * **Why one dataset per rank.** Ray Train's default, one dataset it splits with

@@ -107,6 +107,5 @@ def test_a_training_job_s_driver_imports_no_torchrec():
         "import ads_ranking_pipelines.ray_jobs.run_driver, ads_ranking_pipelines.ray_jobs.train\n"
         "import ads_ranking_pipelines.ray_jobs.evaluate, ads_ranking_pipelines.ray_jobs.infer\n"
         "from ads_ranking_pipelines.training.range_trainer import train_range\n"
-        "from ads_ranking_pipelines.training.trainer import train\n"
         "from ads_ranking_pipelines.training.evaluate import evaluate_version\n")
     assert "torch" in modules and not _of(modules, ("torchrec", "fbgemm_gpu"))

@@ -40,7 +40,7 @@ def test_row_group_chunks_take_small_row_groups_together_and_cut_large_ones_in_f
 
 
 # Ray runs in a child process: a second in-process ray.init in one pytest process (this test,
-# then test_ray_train's fixture) timed out in CI twice.
+# then the Ray Train test's fixture) timed out in CI twice.
 SCORE = """
 import json, os, sys, tempfile
 import ray

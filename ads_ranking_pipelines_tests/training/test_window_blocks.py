@@ -33,15 +33,11 @@ import json, os, sys
 import ray
 from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
 from ads_ranking_pipelines.training.features import FeatureSpec
-from ads_ranking_pipelines.training.trainer import prepare_window
-
-class Quiet:
-    def log(self, message): pass
-    def metrics(self, kind, values): pass
+from ads_ranking_pipelines.training.range_trainer import sliding_window
 
 spec = TrainJobSpec.model_validate_json(sys.argv[1])
 ray.init(log_to_driver=False)
-window = prepare_window(spec, FeatureSpec.from_source(spec.source, spec.params.hash_buckets), Quiet())
+window = sliding_window(spec.params, FeatureSpec.from_source(spec.source, spec.params.hash_buckets)).advance(spec)
 print(json.dumps({"rows": window.rows, "valid_rows": window.rows - window.train_rows,
                   "preserve_order": ray.data.DataContext.get_current().execution_options.preserve_order}), flush=True)
 sys.stdin.readline()                      # the worker node is gone now
