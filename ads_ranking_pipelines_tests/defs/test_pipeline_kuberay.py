@@ -48,6 +48,7 @@ from ads_ranking_pipelines.defs.resources import EventSourceResource, StorageRes
 from ads_ranking_pipelines.kuberay.rayjob import build_rayjob
 from ads_ranking_pipelines.storage.layout import StorageLayout
 from ads_ranking_pipelines.storage.registry import ModelRegistry
+from ads_ranking_pipelines.training.checkpoint import TRAIN_STATE_FILE
 from ads_ranking_pipelines_tests.processes import wait_no_processes
 from ads_ranking_pipelines_tests.defs.gates import TINY_MODEL_GATES
 from ads_ranking_pipelines_tests.defs.test_resource_kuberay import assert_nothing_left
@@ -109,8 +110,10 @@ def _driver_rayjob(fake: FakeKubeApiServer) -> str | None:
 
 
 def _checkpoints(home: Path) -> list[Path]:
-    """Ray Train's epoch checkpoints (``checkpoint_<time>`` directories) of the run."""
-    return [p for p in (home / "ray_results").glob("*/checkpoint_2*") if p.is_dir()]
+    """The run's complete epoch checkpoints (``day_checkpoints``: ``train_state.json`` is written
+    last). A folder alone is not enough: preempted before its files were all written, the day
+    has nothing to resume from (seen in a full run: the readmitted job started the day over)."""
+    return sorted((home / "ray_results").glob(f"*/checkpoint_2*/{TRAIN_STATE_FILE}"))
 
 
 def _by_step(entries: list) -> dict[str, list[str]]:
