@@ -1,13 +1,14 @@
 """The Ray Train side of a range: ONE worker group trains the range's days in date order.
 
-``train_days_per_worker(config)`` is what every worker of the range's one
-``TorchTrainer.fit()`` runs (``range_trainer``; a single day is a range of one). Per day it takes that day's per-rank datasets from
-the driver's :class:`~ads_ranking_pipelines.training.day_feed.DayFeed`, trains the day's epochs with ``train_loop.run_worker`` (early
-stopping, a checkpoint per epoch into the day's own run folder: ``day_checkpoints``), and rank 0
-puts a ``day_end`` record in the progress box, on which the driver writes that day's model
-version while the workers go on with the next day. With warm start, each next day starts from
-the best epoch's weights the ranks kept in memory (``warm_start.LocalWeights``); day 1 starts
-from ``config["warm_start"]`` (an earlier version, put by the driver).
+``train_days_per_worker(config)`` is what every worker of the range's one ``TorchTrainer.fit()``
+runs (``range_trainer``; a single day is a range of one). Per day it takes that day's per-rank
+datasets from the driver's :class:`~ads_ranking_pipelines.training.day_feed.DayFeed`, trains the
+day's epochs with ``train_loop.run_worker`` (early stopping, a checkpoint per epoch into the day's
+own run folder: ``day_checkpoints``), and rank 0 puts a ``day_end`` record in the progress box, on
+which the driver writes that day's model version while the workers go on with the next day. With
+warm start, each next day starts from the best epoch's weights the ranks kept in memory
+(``warm_start.LocalWeights``); day 1 starts from ``config["warm_start"]`` (an earlier version, put
+by the driver).
 
 A restarted worker group (Ray Train's ``FailureConfig``) or a re-launched job finds, per day,
 where the day's checkpoints stop: finished days are announced again (the driver ignores a day
