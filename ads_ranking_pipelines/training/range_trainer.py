@@ -5,7 +5,7 @@ one ``TorchTrainer.fit()`` of ``ray_train_days.train_days_per_worker`` in a thre
 this thread,
 
 1. reads each day's window with a :class:`SlidingWindow` (after the first day: the new day
-   only) into per-rank Ray Datasets, as ``window.load_window`` makes them, and hands them to the
+   only) into per-rank Ray Datasets, as ``window.window_of`` makes them, and hands them to the
    workers through a :class:`DayFeed` actor one day ahead of the day the workers train,
 2. forwards the workers' progress records (put in the same ``DayFeed``, which is the run's
    progress box too: one actor, not two) to the day's reporter (``reporter_for(i)``),

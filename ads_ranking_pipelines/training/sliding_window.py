@@ -1,12 +1,12 @@
 """The windows of a range's days, sliding: each day reads only the days it did not hold yet.
 
 A range trains day after day on windows that overlap in all but one day. :class:`SlidingWindow`
-keeps the transformed rows of every day of the current window, per day; for the next day it
-reads the day(s) new to the window, drops the ones that left it, and builds that day's
+keeps the transformed rows of every day of the current window, per day; for the next day it reads
+the day(s) new to the window, drops the ones that left it, and builds that day's
 :class:`~ads_ranking_pipelines.training.window.Window` from the held days joined in time order,
-exactly as ``load_window`` builds it from one read of the whole window: the rows are the same,
-in the same order (``transform`` works row by row), so the validation slice is the same
-time-last part of the window and the training rows are permuted with the same seed.
+exactly as one read of the whole window would: the rows are the same, in the same order
+(``transform`` works row by row), so the validation slice is the same time-last part of the window
+and the training rows are permuted with the same seed.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class SlidingWindow:
         return window_of(self.arrays(spec), spec, self.feature_spec, self.with_id_counts)
 
     def arrays(self, spec: TrainJobSpec) -> Arrays:
-        """The rows of ``spec.train_days`` in time order (``window.read_arrays``), reading only the
+        """The rows of ``spec.train_days`` in time order, transformed, reading only the
         days not held."""
         days = list(spec.train_days)
         if not days:

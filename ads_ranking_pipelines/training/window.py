@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
-from ads_ranking_pipelines.training.features import FeatureSpec, transform
+from ads_ranking_pipelines.training.features import FeatureSpec
 
 # Rows per block handed to Ray: small enough that the first batches arrive early, large
 # enough that a block's overhead does not count.
@@ -50,18 +50,6 @@ class Window:
     rows: int
     train_rows: int                  # rows of the training slice (before the equal split)
     id_counts: dict[str, np.ndarray] | None = None   # per sparse column, of the training rows
-
-
-def read_arrays(spec: TrainJobSpec, feature_spec: FeatureSpec) -> dict[str, np.ndarray]:
-    """The window's rows in time order, transformed (``dense``, ``sparse``, ``label``)."""
-    from ads_ranking_pipelines.events.layout import read_days
-
-    if not spec.train_days:
-        raise ValueError("train_days is empty")
-    table = read_days(spec.source, list(spec.train_days), columns=feature_spec.read_columns)
-    if table.num_rows == 0:
-        raise ValueError(f"the training window {[d.isoformat() for d in spec.train_days]} has no rows")
-    return transform(table, feature_spec)
 
 
 Arrays = dict[str, np.ndarray]
@@ -109,12 +97,6 @@ def to_dataset(arrays: dict[str, np.ndarray]):
     # from_blocks reads each block's metadata here; from_arrow asks a remote task for it, whose
     # new worker process (on a worker node: the head has no CPU) the driver waited for
     return ray.data.from_blocks(blocks)
-
-
-def load_window(spec: TrainJobSpec, feature_spec: FeatureSpec, with_id_counts: bool = False) -> Window:
-    """Read the window in time order, hold out its last part, shuffle the rest; see the module
-    docstring. ``with_id_counts``: count the ids of the training rows too."""
-    return window_of(read_arrays(spec, feature_spec), spec, feature_spec, with_id_counts)
 
 
 def window_of(arrays: Arrays, spec: TrainJobSpec, feature_spec: FeatureSpec, with_id_counts: bool = False) -> Window:

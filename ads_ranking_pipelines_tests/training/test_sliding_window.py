@@ -10,9 +10,9 @@ import numpy as np
 from ads_ranking_pipelines.config.source import SourceConfig
 from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
-from ads_ranking_pipelines.training.features import FeatureSpec
+from ads_ranking_pipelines.events.layout import read_days
+from ads_ranking_pipelines.training.features import FeatureSpec, transform
 from ads_ranking_pipelines.training.sliding_window import SlidingWindow
-from ads_ranking_pipelines.training.window import read_arrays
 
 from .toy import write_days
 
@@ -32,7 +32,8 @@ def test_each_later_day_reads_only_its_new_day_and_holds_the_same_rows_as_a_whol
     window = SlidingWindow(feature_spec)
     for i in range(3):                                  # 3 days of a backfill, 3-day windows
         spec = _spec(tmp_path, DAYS[i:i + 3])
-        got, want = window.arrays(spec), read_arrays(spec, feature_spec)
+        whole = read_days(spec.source, list(spec.train_days), columns=feature_spec.read_columns)
+        got, want = window.arrays(spec), transform(whole, feature_spec)
         assert sorted(got) == sorted(want)
         for k in want:
             np.testing.assert_array_equal(got[k], want[k])

@@ -13,7 +13,8 @@ from ads_ranking_pipelines.config.training import TrainingParams
 from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
 from ads_ranking_pipelines.events.layout import MissingPartitionsError
 from ads_ranking_pipelines.training.features import FeatureSpec, transform
-from ads_ranking_pipelines.training.window import hold_out, id_counts, rank_parts, read_arrays, shuffled
+from ads_ranking_pipelines.training.sliding_window import SlidingWindow
+from ads_ranking_pipelines.training.window import hold_out, id_counts, rank_parts, shuffled
 
 from ads_ranking_pipelines_tests.ray_script import ray_script_env, run_ray_script
 from .toy import write_days
@@ -56,11 +57,11 @@ def test_id_counts_count_each_table_row() -> None:
     assert counts["s0"].dtype == np.float32
 
 
-def test_read_arrays_are_the_days_in_order_transformed(tmp_path) -> None:
+def test_a_window_s_arrays_are_its_days_in_order_transformed(tmp_path) -> None:
     frame = write_days(str(tmp_path / "events"), DAYS, rows_per_day=300)
     spec = _spec(tmp_path)
     fspec = FeatureSpec.from_source(spec.source, spec.params.hash_buckets)
-    got, want = read_arrays(spec, fspec), transform(frame, fspec)
+    got, want = SlidingWindow(fspec).arrays(spec), transform(frame, fspec)
     assert all(np.array_equal(got[k], want[k]) for k in want)
 
 
@@ -68,7 +69,7 @@ def test_a_missing_day_is_named(tmp_path) -> None:
     write_days(str(tmp_path / "events"), DAYS[:1], rows_per_day=50)
     spec = _spec(tmp_path)
     with pytest.raises(MissingPartitionsError, match="2026-11-02"):
-        read_arrays(spec, FeatureSpec.from_source(spec.source, spec.params.hash_buckets))
+        SlidingWindow(FeatureSpec.from_source(spec.source, spec.params.hash_buckets)).arrays(spec)
 
 
 # Ray runs in a child process: one in-process ``ray.init`` per pytest process (see test_inference)
@@ -79,12 +80,13 @@ import ray
 from ads_ranking_pipelines.contracts.jobs import TrainJobSpec
 from ads_ranking_pipelines.training import window
 from ads_ranking_pipelines.training.features import FeatureSpec
+from ads_ranking_pipelines.training.sliding_window import SlidingWindow
 
 ray.init(num_cpus=1, include_dashboard=False, _temp_dir=tempfile.mkdtemp(prefix="rw", dir="/tmp"))
 window.BLOCK_ROWS = 128                         # several blocks from a small window
 spec = TrainJobSpec.model_validate_json(sys.argv[1])
 fspec = FeatureSpec.from_source(spec.source, spec.params.hash_buckets)
-w = window.load_window(spec, fspec, with_id_counts=True)
+w = SlidingWindow(fspec, with_id_counts=True).advance(spec)
 parts = {f"{name}{r}_{k}": v for name, sets in (("train", w.train), ("valid", w.valid))
          for r, ds in enumerate(sets) for k, v in ds.take_batch(10_000, batch_format="numpy").items()}
 empty = window.to_dataset({"label": np.zeros(0, np.float32), "sparse": np.zeros((0, 3), np.int64)})
