@@ -5,10 +5,6 @@ environment for one ``fit()``, the cluster's autoscaling coordinator started ear
 progress box's take and the actor placement on the driver's node, an earlier version's weights
 put once for warm start, and a day's best checkpoint read back into an unsharded CPU model
 (no process group: DCP reassembles the shards into plain tensors) and written as the version.
-
-(A single-day ``train(spec, reporter)`` with its own Ray Train run lived here too; production
-trains every day, one or many, through ``train_range``, so it went, and the benchmarks train
-through ``train_range`` as well.)
 """
 
 from __future__ import annotations

@@ -107,11 +107,12 @@ def _one_group_restarted_once(ray, results: dict, reporters: list[DayLog]) -> No
     """ONE worker group for the range (one per day would be 6 workers, 8 with the restart), the
     restart on day 2 only, which resumed at day 2's checkpointed epoch."""
     assert [results[i].worker_restarts for i in range(3)] == [0, 1, 0]
-    assert _actors(ray).count("RayTrainWorker") == WORKERS * 2, _actors(ray)
+    actors = _actors(ray)
+    assert actors.count("RayTrainWorker") == WORKERS * 2, actors
     # beside Ray Train's: one actor of ours, the day feed (also the progress box); every rank
     # reads its own dataset, so Ray Data splits nothing per epoch (no split coordinator)
-    assert [a for a in _actors(ray) if a in ("DayFeed", "ProgressBox", "_QueueActor")] == ["DayFeed"]
-    assert not [a for a in _actors(ray) if "SplitCoordinator" in a], _actors(ray)
+    assert [a for a in actors if a in ("DayFeed", "ProgressBox", "_QueueActor")] == ["DayFeed"]
+    assert not [a for a in actors if "SplitCoordinator" in a], actors
     assert results[1].resumed_from_epoch == 0 and results[1].epochs == 2
     assert [e["epoch"] for e in results[1].epoch_history] == [1, 2]
     assert any(k == "started" and v.get("resumed") and v["epochs_done"] == 1 for k, v in reporters[1].records)
