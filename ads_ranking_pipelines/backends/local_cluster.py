@@ -102,9 +102,18 @@ class LocalRayCluster:
         return {"Authorization": f"Bearer {self.token_file.read_text().strip()}"}
 
     def env(self) -> dict[str, str]:
-        """Environment for every process of this cluster (and for clients that need the token)."""
+        """Environment for every process of this cluster (and for clients that need the token).
+
+        ``RAY_ADDRESS`` is this cluster's GCS, as KubeRay sets it in every Ray container
+        (ray-operator/controllers/ray/common/pod.go ``setContainerEnvVars``): a Ray worker that
+        looks its cluster up without an address finds this one. Without it, with another Ray on
+        the machine, Ray Train's ``PlacementGroupCleaner`` (it calls the state API with no
+        address) either died with "Found multiple active Ray instances", a traceback in every
+        run's log and the detached actor left behind, or asked the cluster of the machine's
+        last plain ``ray start`` and, not finding the controller there, exited at once."""
         env = dict(os.environ)
         env.update({
+            "RAY_ADDRESS": self.state.gcs_address,
             "HOME": str(Path(self.state.temp_dir) / "home"),
             # Scratch files of the cluster's processes (training's checkpoint staging dirs) go
             # under the cluster's temp dir, so a worker killed mid-epoch leaves none in /tmp:
@@ -123,7 +132,6 @@ class LocalRayCluster:
             "PATH": bin_dir() + os.pathsep + os.environ.get("PATH", ""),
             "PYTHONUNBUFFERED": "1",
         })
-        env.pop("RAY_ADDRESS", None)
         env.pop("RAY_AUTH_TOKEN", None)
         return env
 

@@ -2,8 +2,8 @@
 
 A notebook is a real ``jupyter lab`` process of this environment, in its own process session,
 bound to 127.0.0.1 on a free port with a random token (passed in ``JUPYTER_TOKEN``, never on
-the command line), started with the cluster's environment (its Ray token *file*, its HOME)
-plus ``RAY_ADDRESS`` = the cluster's GCS address, so ``ray.init()`` in a notebook attaches to
+the command line), started with the cluster's environment (its Ray token *file*, its HOME,
+``RAY_ADDRESS`` = the cluster's GCS address), so ``ray.init()`` in a notebook attaches to
 that cluster. Notebook files live in ``<ADS_RANKING_HOME>/notebooks/<cluster>/`` and outlive it.
 
 A 0600 state file per cluster records owner, PID, port and token, so another X-Ray process
@@ -122,8 +122,7 @@ class Notebooks:
             log_file=str(self.directory / f"{cluster.name}.log"),
             started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
         env = cluster.env()
-        env.update({"RAY_ADDRESS": cluster.state.gcs_address, "JUPYTER_TOKEN": state.token,
-                    MARKER_ENV: state.marker})
+        env.update({"JUPYTER_TOKEN": state.token, MARKER_ENV: state.marker})
         cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--ServerApp.ip={HOST}",
                f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
                f"--ServerApp.root_dir={root}"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import threading
 import time
@@ -117,6 +118,32 @@ def test_object_store_is_ray_s_share_of_each_node_s_memory() -> None:
     assert object_store_bytes(big.model_copy(update={"workers": 3}), "single") == int(0.3 * (8 + 3 * 16) * gib)
 
 
+ASK_STATE = """
+import json, os, ray
+ray.init()
+@ray.remote(num_cpus=0)
+def ask():
+    from ray.util.state import list_nodes
+    return os.environ.get("RAY_ADDRESS"), [n.node_id for n in list_nodes()]
+print("ASKED " + json.dumps(ray.get(ask.remote())))
+"""
+
+
+def ask_state_from_a_task(cluster: LocalRayCluster) -> tuple[str | None, list[str]]:
+    """What a task of a Ray job on ``cluster`` sees: its ``RAY_ADDRESS``, and the node IDs that
+    the state API lists when called with no address."""
+    from ads_ranking_pipelines.backends.base import JobSpec
+    from ads_ranking_pipelines.backends.ray_job_api import RayJobApi
+
+    api = RayJobApi(cluster.state.dashboard_url, headers=cluster.auth_headers())
+    api.submit(JobSpec(submission_id="ask-state", entrypoint=f"python -c {shlex.quote(ASK_STATE)}", env_vars={}))
+    lines = list(api.logs("ask-state", follow=True))
+    asked = [line for line in lines if line.startswith("ASKED ")]
+    assert asked, "\n".join(lines)
+    address, nodes = json.loads(asked[0].removeprefix("ASKED "))
+    return address, nodes
+
+
 def node_details(cluster: LocalRayCluster) -> list[dict]:
     r = requests.get(f"{cluster.state.dashboard_url}/api/v0/nodes", params={"detail": "true", "limit": 100},
                      headers=cluster.auth_headers(), timeout=10)
@@ -174,6 +201,10 @@ def test_a_single_node_cluster_holds_every_worker_s_cpus_and_memory_on_one_node(
         running = titles(pids_mentioning(cluster.state.temp_dir))
         assert any("/log_monitor.py" in t for t in running), running
         assert not any("/autoscaler/_private/monitor.py" in t for t in running), running
+        # A Ray worker of it finds this cluster with no address given, as Ray Train's
+        # placement-group cleaner asks the state API: RAY_ADDRESS is this cluster's GCS.
+        address, nodes = ask_state_from_a_task(cluster)
+        assert address == cluster.state.gcs_address and nodes == [node["node_id"]]
     finally:
         cluster.stop(force=True)
     assert wait_no_processes(cluster.state.temp_dir) == []

@@ -66,8 +66,8 @@ def test_a_lost_worker_node_loses_no_block_of_the_window(ads_home, tmp_path):
                         run_name="w")
     backend = LocalRayBackend(ads_home / "clusters", replace_dead_workers=False, single_node=False)
     with backend.session(ClusterRequest(name="window", workers=1)) as session:
-        env = {**session.cluster.env(), "RAY_ADDRESS": session.cluster.state.gcs_address}
-        driver = subprocess.Popen([sys.executable, "-c", DRIVER, spec.model_dump_json(), "45"], env=env, text=True,
+        driver = subprocess.Popen([sys.executable, "-c", DRIVER, spec.model_dump_json(), "45"],
+                                  env=session.cluster.env(), text=True,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             sizes = json.loads(driver.stdout.readline() or "{}")
