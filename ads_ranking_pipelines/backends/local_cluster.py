@@ -108,9 +108,10 @@ class LocalRayCluster:
         (ray-operator/controllers/ray/common/pod.go ``setContainerEnvVars``): a Ray worker that
         looks its cluster up without an address finds this one. Without it, with another Ray on
         the machine, Ray Train's ``PlacementGroupCleaner`` (it calls the state API with no
-        address) either died with "Found multiple active Ray instances", a traceback in every
-        run's log and the detached actor left behind, or asked the cluster of the machine's
-        last plain ``ray start`` and, not finding the controller there, exited at once."""
+        address) either lost its monitor thread to "Found multiple active Ray instances" (a
+        traceback in the run's log; the detached actor then outlives a controller that dies
+        ungracefully) or asked the cluster of the machine's last plain ``ray start`` and, not
+        finding the controller there, exited at once: no placement group was ever cleaned."""
         env = dict(os.environ)
         env.update({
             "RAY_ADDRESS": self.state.gcs_address,
